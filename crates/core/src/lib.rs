@@ -1,0 +1,31 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod clock;
+mod dedup;
+mod error;
+mod key;
+mod limiter;
+mod retry;
+mod rule;
+mod store;
+mod verdict;
+mod visitor;
+pub mod window;
+
+#[cfg(feature = "test-util")]
+pub use clock::ManualClock;
+pub use clock::{Clock, SystemClock};
+pub use dedup::Deliveries;
+pub use error::{BoxError, Error, StoreError};
+pub use key::{KEY_PREFIX, Limit, MAX_PART_LEN};
+pub use limiter::{Limiter, Mode, Policy};
+pub use retry::{Retry, RetryPolicy};
+pub use rule::{DEFAULT_RULES_TOML, MAX_MAX, MAX_NAME_LEN, Rule, RuleSet};
+pub use store::{Counter, CounterStore, Expiry, Reservation};
+pub use verdict::{RateLimited, Usage, Verdict};
+pub use visitor::Visitor;
+pub use window::Window;
+
+/// The async-trait attribute used by [`CounterStore`], for store implementations.
+pub use async_trait::async_trait;
