@@ -1,0 +1,116 @@
+//! Plain counting: batches, reads, resets and lifetimes.
+
+use std::time::Duration;
+
+use tollgate_core::{Counter, CounterStore, Expiry, Window};
+
+use crate::Harness;
+use crate::support::{clock, limiter, ok, rule, unique};
+
+fn counter(key: &str, ttl: u64) -> Counter {
+    Counter {
+        key: key.to_owned(),
+        ttl: Duration::from_secs(ttl),
+        max: 1_000,
+    }
+}
+
+/// One `increment` call counts every counter of its batch and returns each
+/// new count in order; `get` reads them back and reads 0 for an absent key.
+pub async fn increment_counts_each_counter_of_a_batch<H: Harness>(harness: &H) {
+    let store = harness.open().await;
+    let id = unique();
+    let keys: Vec<String> = (0..4).map(|i| format!("limit:batch:{id}:{i}:1")).collect();
+    let one = [counter(&keys[0], 60)];
+    assert_eq!(ok(store.increment(&one).await, "increment"), [1]);
+    assert_eq!(ok(store.increment(&one).await, "increment"), [2]);
+    let all: Vec<Counter> = keys.iter().map(|k| counter(k, 60)).collect();
+    assert_eq!(ok(store.increment(&all).await, "increment"), [3, 1, 1, 1]);
+    assert_eq!(ok(store.increment(&all[2..]).await, "increment"), [2, 2]);
+    let mut read = keys.clone();
+    read.push(format!("limit:batch:{id}:absent:1"));
+    assert_eq!(ok(store.get(&read).await, "get"), [3, 1, 2, 2, 0]);
+    assert_eq!(ok(store.get(&[]).await, "get"), Vec::<u64>::new());
+}
+
+/// `remaining` reports what is left without spending anything.
+pub async fn remaining_reads_without_spending<H: Harness>(harness: &H) {
+    let clock = clock();
+    let limiter = limiter(harness.open().await, &clock);
+    let limits = [ok(rule("peek", 5, Window::HOUR).limit(&[unique()]), "limit")];
+    let fresh = ok(limiter.remaining(&limits).await, "remaining");
+    assert_eq!((fresh[0].remaining(), fresh[0].is_over()), (5, false));
+    for _ in 0..2 {
+        ok(limiter.count(&limits).await, "count");
+    }
+    for _ in 0..3 {
+        let left = ok(limiter.remaining(&limits).await, "remaining");
+        assert_eq!(left[0].remaining(), 3, "reading must not spend");
+    }
+    for _ in 0..3 {
+        ok(limiter.count(&limits).await, "count");
+    }
+    let full = ok(limiter.remaining(&limits).await, "remaining");
+    assert_eq!((full[0].remaining(), full[0].is_over()), (0, true));
+}
+
+/// `reset` clears one principal's counter for the current window, and only it.
+pub async fn reset_clears_the_current_window<H: Harness>(harness: &H) {
+    let clock = clock();
+    let limiter = limiter(harness.open().await, &clock);
+    let r = rule("operator", 2, Window::DAY);
+    let id = unique();
+    let mine = [ok(r.limit(&[id.as_str(), "me"]), "limit")];
+    let other = [ok(r.limit(&[id.as_str(), "other"]), "limit")];
+    for _ in 0..3 {
+        ok(limiter.count(&mine).await, "count");
+    }
+    ok(limiter.count(&other).await, "count");
+    assert!(!ok(limiter.count(&mine).await, "count").is_allowed());
+    assert!(ok(limiter.reset(&mine[0]).await, "reset"), "a counter existed");
+    assert!(!ok(limiter.reset(&mine[0]).await, "reset"), "it is gone");
+    assert!(ok(limiter.count(&mine).await, "count").is_allowed());
+    let left = ok(limiter.remaining(&other).await, "remaining");
+    assert_eq!(left[0].remaining(), 1, "another principal's counter was touched");
+}
+
+/// Every counter has a lifetime, never more than two windows, whichever way
+/// it was written; a de-duplication mark lives no longer than asked.
+pub async fn every_counter_expires_within_two_windows<H: Harness>(harness: &H) {
+    let store = harness.open().await;
+    let clock = clock();
+    let limiter = limiter(harness.open().await, &clock);
+    let id = unique();
+    let windows = [Window::MINUTE, Window::HOUR, Window::DAY];
+    let counted: Vec<_> = windows
+        .iter()
+        .map(|w| ok(rule(&format!("ttl{}", w.secs()), 1, *w).limit(&[&id, "count"]), "limit"))
+        .collect();
+    let reserved: Vec<_> = windows
+        .iter()
+        .map(|w| ok(rule(&format!("ttl{}", w.secs()), 1, *w).limit(&[&id, "reserve"]), "limit"))
+        .collect();
+    for _ in 0..2 {
+        ok(limiter.count(&counted).await, "count");
+        ok(limiter.reserve(&reserved).await, "reserve");
+    }
+    let now = tollgate_core::Clock::now(&clock).as_secs();
+    for limit in counted.iter().chain(&reserved) {
+        let window = limit.rule().window();
+        let key = limit.counter_key(window.index(now));
+        match ok(store.expiry(&key).await, "expiry") {
+            Expiry::In(left) => assert!(
+                !left.is_zero() && left <= window.duration() * 2,
+                "{key} lives {left:?}, over two windows of {window}"
+            ),
+            other => panic!("{key} must have a lifetime, found {other:?}"),
+        }
+    }
+    let mark = format!("dedup:{id}");
+    assert!(ok(store.set_if_absent(&mark, Duration::from_secs(90)).await, "set"));
+    match ok(store.expiry(&mark).await, "expiry") {
+        Expiry::In(left) => assert!(!left.is_zero() && left <= Duration::from_secs(90)),
+        other => panic!("{mark} must have a lifetime, found {other:?}"),
+    }
+    assert_eq!(ok(store.expiry(&format!("absent:{id}")).await, "expiry"), Expiry::Absent);
+}

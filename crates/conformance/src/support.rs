@@ -1,0 +1,54 @@
+//! Small helpers shared by the checks.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use proptest::test_runner::{Config, TestRunner};
+use tollgate_core::{Clock, CounterStore, Limiter, ManualClock, Rule, Window};
+
+/// A key part no other check, run or process uses: time, process id and a counter.
+pub fn unique() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("t{nanos:x}-{:x}-{n}", std::process::id())
+}
+
+/// A rule, for checks (the arguments are constants of the suite).
+pub(crate) fn rule(name: &str, max: u64, window: Window) -> Rule {
+    Rule::new(name, max, window).unwrap_or_else(|e| panic!("bad test rule: {e}"))
+}
+
+/// A limiter over `store` with no retry wrapper, on a manual clock.
+pub(crate) fn limiter(store: impl CounterStore, clock: &ManualClock) -> Limiter {
+    Limiter::with_parts(store, clock.clone())
+}
+
+/// A manual clock reading the system time now, in the middle of a minute
+/// (so a short check never crosses a minute boundary by accident).
+pub(crate) fn clock() -> ManualClock {
+    let now = tollgate_core::SystemClock.now().as_secs();
+    ManualClock::new(Duration::from_secs(now - now % 60 + 30))
+}
+
+/// Runs an async step from inside a synchronous proptest closure.
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
+}
+
+/// A proptest runner with `cases` cases and no failure file.
+pub(crate) fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    })
+}
+
+/// Unwraps a test value with a message naming what failed.
+pub(crate) fn ok<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
+    result.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
