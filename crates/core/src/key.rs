@@ -1,7 +1,5 @@
 //! Counter keys: `limit:<rule>:<part>:…:<part>:<window index>`, injective.
 
-use std::fmt::Write as _;
-
 use crate::{Error, Rule};
 
 /// The longest key part accepted, in bytes.
@@ -36,14 +34,16 @@ pub const KEY_PREFIX: &str = "limit:";
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Limit {
     rule: Rule,
-    key: String,
+    /// `limit:<key>:`, so that a counter key is one copy and the index.
+    stored: String,
 }
 
 impl Limit {
     /// The limit of `rule` for the given key parts; see [`Rule::limit`].
     pub fn new<S: AsRef<str>>(rule: Rule, parts: &[S]) -> Result<Limit, Error> {
         let len = parts.iter().map(|p| p.as_ref().len() + 1).sum::<usize>();
-        let mut key = String::with_capacity(rule.name().len() + len);
+        let mut key = String::with_capacity(KEY_PREFIX.len() + rule.name().len() + len + 1);
+        key.push_str(KEY_PREFIX);
         key.push_str(rule.name());
         let last = parts.len().saturating_sub(1);
         for (index, part) in parts.iter().enumerate() {
@@ -61,7 +61,8 @@ impl Limit {
                 escape_into(&mut key, part);
             }
         }
-        Ok(Limit { rule, key })
+        key.push(':');
+        Ok(Limit { rule, stored: key })
     }
 
     /// The rule this limit applies.
@@ -71,17 +72,28 @@ impl Limit {
 
     /// The key without prefix or window, e.g. `ask:docs:203.0.113.9`.
     pub fn key(&self) -> &str {
-        &self.key
+        let end = self.stored.len().saturating_sub(1);
+        self.stored.get(KEY_PREFIX.len()..end).unwrap_or_default()
     }
 
     /// The stored key of this limit's counter in window `index`:
     /// `limit:<key>:<index>`.
     pub fn counter_key(&self, index: u64) -> String {
-        let mut out = String::with_capacity(KEY_PREFIX.len() + self.key.len() + 21);
-        out.push_str(KEY_PREFIX);
-        out.push_str(&self.key);
-        // Writing to a String cannot fail.
-        let _ = write!(out, ":{index}");
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = index;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let mut out = String::with_capacity(self.stored.len() + digits.len() - at);
+        out.push_str(&self.stored);
+        // Only ASCII digits were written.
+        out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
         out
     }
 }
@@ -104,7 +116,8 @@ mod tests {
 
     fn key(parts: &[&str]) -> String {
         let rule = Rule::new("r", 1, Window::DAY).unwrap_or_else(|e| panic!("{e}"));
-        Limit::new(rule, parts).map(|l| l.key).unwrap_or_else(|e| panic!("{e}"))
+        let limit = Limit::new(rule, parts).unwrap_or_else(|e| panic!("{e}"));
+        limit.key().to_owned()
     }
 
     #[test]
@@ -116,6 +129,15 @@ mod tests {
         assert_eq!(key(&["100%", "x%y"]), "r:100%25:x%y");
         assert_eq!(key(&["%3A", "z"]), "r:%253A:z");
         assert_eq!(key(&["é\u{0}\n", "ü"]), "r:é\u{0}\n:ü");
+    }
+
+    #[test]
+    fn counter_keys_end_with_the_window_index() {
+        let rule = Rule::new("r", 1, Window::DAY).unwrap_or_else(|e| panic!("{e}"));
+        let limit = rule.limit(&["a"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(limit.counter_key(0), "limit:r:a:0");
+        assert_eq!(limit.counter_key(20_421), "limit:r:a:20421");
+        assert_eq!(limit.counter_key(u64::MAX), format!("limit:r:a:{}", u64::MAX));
     }
 
     #[test]

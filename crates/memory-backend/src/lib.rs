@@ -74,10 +74,18 @@ fn live(map: &mut HashMap<String, Entry>, key: &str, now: Duration) -> Option<En
 }
 
 fn bump(map: &mut HashMap<String, Entry>, counter: &Counter, now: Duration) -> u64 {
-    let value = live(map, &counter.key, now).map_or(0, |e| e.value).saturating_add(1);
     let expires_at = now.saturating_add(counter.ttl);
-    map.insert(counter.key.clone(), Entry { value, expires_at });
-    value
+    match map.get_mut(&counter.key) {
+        Some(entry) => {
+            let value = if entry.expires_at > now { entry.value.saturating_add(1) } else { 1 };
+            *entry = Entry { value, expires_at };
+            value
+        }
+        None => {
+            map.insert(counter.key.clone(), Entry { value: 1, expires_at });
+            1
+        }
+    }
 }
 
 #[async_trait]
