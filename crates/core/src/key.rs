@@ -79,21 +79,11 @@ impl Limit {
     /// The stored key of this limit's counter in window `index`:
     /// `limit:<key>:<index>`.
     pub fn counter_key(&self, index: u64) -> String {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut n = index;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        let mut out = String::with_capacity(self.stored.len() + digits.len() - at);
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(index);
+        let mut out = String::with_capacity(self.stored.len() + digits.len());
         out.push_str(&self.stored);
-        // Only ASCII digits were written.
-        out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+        out.push_str(digits);
         out
     }
 }
