@@ -89,7 +89,7 @@ impl fmt::Display for Window {
         let secs = self.secs();
         match [(86_400, 'd'), (3_600, 'h'), (60, 'm')]
             .into_iter()
-            .find(|(unit, _)| secs % unit == 0)
+            .find(|(unit, _)| secs.is_multiple_of(*unit))
         {
             Some((unit, suffix)) => write!(f, "{}{suffix}", secs / unit),
             None => write!(f, "{secs}s"),

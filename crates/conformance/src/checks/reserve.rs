@@ -31,7 +31,7 @@ pub async fn refused_reservation_changes_no_counter<H: Harness>(harness: &H) {
     // Refused because the shared limit is full: the caller's own counter is untouched.
     let tight = ok(rule("tight", 1, Window::DAY).limit(&[&id]), "limit");
     let fresh = ok(rule("own", 2, Window::DAY).limit(&[&id, "newcomer"]), "limit");
-    assert!(ok(limiter.reserve(&[tight.clone()]).await, "reserve").is_allowed());
+    assert!(ok(limiter.reserve(std::slice::from_ref(&tight)).await, "reserve").is_allowed());
     assert!(!ok(limiter.reserve(&[fresh.clone(), tight]).await, "reserve").is_allowed());
     let left = ok(limiter.remaining(&[fresh]).await, "remaining");
     assert_eq!(left[0].remaining(), 2, "a refused reservation spent the caller's own budget");

@@ -1,0 +1,129 @@
+//! Failed store calls, as the core's [`StoreError`].
+//!
+//! | Redis says | [`StoreError`] | transient |
+//! |---|---|---|
+//! | I/O error: refused, reset, closed, broken pipe | `Connection` | yes |
+//! | I/O timeout, or no reply within the response timeout | `Timeout` | yes |
+//! | `LOADING`, `BUSY`, `TRYAGAIN`, `READONLY`, `MASTERDOWN`, `CLUSTERDOWN` | `Busy` | yes |
+//! | a reply of the wrong type or shape | `InvalidReply` | no |
+//! | anything else (`WRONGTYPE`, `NOPERM`, `OOM`, bad auth, ...) | `Backend` | no |
+
+use std::time::Duration;
+
+use redis::{ErrorKind, RedisError, ServerError};
+use tollgate_core::StoreError;
+
+/// Server error codes that a later attempt may get past.
+const BUSY_CODES: [&str; 6] = [
+    "LOADING",
+    "BUSY",
+    "TRYAGAIN",
+    "READONLY",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+];
+
+fn is_busy_code(code: &str) -> bool {
+    BUSY_CODES.contains(&code)
+}
+
+/// Converts a client error; `timeout` is the limit that an I/O timeout hit.
+pub(crate) fn from_redis(err: RedisError, timeout: Duration) -> StoreError {
+    if err.is_timeout() {
+        return StoreError::Timeout(timeout);
+    }
+    match err.kind() {
+        ErrorKind::Io => StoreError::Connection(Box::new(err)),
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => {
+            StoreError::InvalidReply(err.to_string())
+        }
+        _ if is_busy(&err) => StoreError::Busy(Box::new(err)),
+        _ => StoreError::Backend(Box::new(err)),
+    }
+}
+
+/// Converts an error reply found inside a pipeline's replies.
+pub(crate) fn from_server(err: ServerError) -> StoreError {
+    if is_busy_code(err.code()) {
+        StoreError::Busy(Box::new(err))
+    } else {
+        StoreError::Backend(Box::new(err))
+    }
+}
+
+/// Whether the server refused for a passing reason, looking inside aborted
+/// transactions and pipelines too.
+fn is_busy(err: &RedisError) -> bool {
+    if err.code().is_some_and(is_busy_code) {
+        return true;
+    }
+    err.clone()
+        .into_server_errors()
+        .is_some_and(|errors| errors.iter().any(|(_, e)| is_busy_code(e.code())))
+}
+
+/// Whether the connection that returned `err` is broken and must be replaced.
+pub(crate) fn breaks_connection(err: &RedisError) -> bool {
+    err.is_unrecoverable_error() || err.is_connection_dropped()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error a server sends as `-<text>`.
+    fn server(text: &str) -> ServerError {
+        match redis::parse_redis_value(format!("-{text}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(err)) => err,
+            other => panic!("not an error reply: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn io_errors_are_connection_failures_and_timeouts_are_timeouts() {
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(from_redis(refused, Duration::ZERO).kind(), "connection");
+        let reset = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(breaks_connection(&reset));
+        let slow = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        let err = from_redis(slow, Duration::from_millis(7));
+        assert!(matches!(err, StoreError::Timeout(d) if d == Duration::from_millis(7)));
+    }
+
+    #[test]
+    fn passing_server_refusals_are_busy() {
+        for code in BUSY_CODES {
+            let reply = server(&format!("{code} try later"));
+            assert_eq!(
+                from_redis(RedisError::from(reply.clone()), Duration::ZERO).kind(),
+                "busy",
+                "{code}"
+            );
+            assert_eq!(from_server(reply).kind(), "busy", "{code}");
+        }
+    }
+
+    #[test]
+    fn wrong_reply_types_are_invalid_replies() {
+        let err = RedisError::from((ErrorKind::UnexpectedReturnType, "not an integer"));
+        assert_eq!(from_redis(err, Duration::ZERO).kind(), "invalid-reply");
+    }
+
+    #[test]
+    fn other_errors_are_backend_failures() {
+        let err = RedisError::from((ErrorKind::Client, "no"));
+        assert_eq!(from_redis(err, Duration::ZERO).kind(), "backend");
+        for text in [
+            "WRONGTYPE wrong kind of value",
+            "NOPERM no",
+            "OOM full",
+            "ERR syntax",
+        ] {
+            assert_eq!(
+                from_redis(RedisError::from(server(text)), Duration::ZERO).kind(),
+                "backend"
+            );
+            assert_eq!(from_server(server(text)).kind(), "backend");
+        }
+    }
+}
