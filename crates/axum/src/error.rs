@@ -1,0 +1,48 @@
+//! The errors of this crate: bad configuration and unusable client addresses.
+
+use std::fmt;
+
+/// Everything that can go wrong in `tollgate-axum`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A trusted proxy network is not an address or `ADDRESS/PREFIX`.
+    #[error("invalid network `{text}`: {reason}")]
+    InvalidNetwork {
+        /// The network as written.
+        text: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A trust setting is not `peer`, `cf-connecting-ip` or `x-forwarded-for`.
+    #[error("unknown trust `{0}`: expected peer, cf-connecting-ip or x-forwarded-for")]
+    UnknownTrust(String),
+    /// The trusted source gave no client address (and development mode is off).
+    #[error("missing client address: expected in {0}")]
+    MissingAddress(AddressSource),
+    /// The trusted source gave something that is not an IP address.
+    #[error("malformed client address in {0}")]
+    MalformedAddress(AddressSource),
+}
+
+/// Where a client address was looked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AddressSource {
+    /// The socket peer address of the connection.
+    Peer,
+    /// The `cf-connecting-ip` header set by Cloudflare.
+    CfConnectingIp,
+    /// The `X-Forwarded-For` header set by trusted proxies.
+    XForwardedFor,
+}
+
+impl fmt::Display for AddressSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AddressSource::Peer => "the connection's peer address",
+            AddressSource::CfConnectingIp => "the cf-connecting-ip header",
+            AddressSource::XForwardedFor => "the X-Forwarded-For header",
+        })
+    }
+}

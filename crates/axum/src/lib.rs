@@ -1,0 +1,22 @@
+#![doc = include_str!("../README.md")]
+
+mod error;
+mod extract;
+pub mod fields;
+mod guard;
+mod network;
+pub mod problem;
+mod rejection;
+mod service;
+mod source;
+mod trust;
+
+pub use error::{AddressSource, Error};
+pub use extract::ClientVisitor;
+pub use guard::{Call, Guard};
+pub use network::Network;
+pub use problem::Problem;
+pub use rejection::{Rejection, UNAVAILABLE_RETRY_AFTER};
+pub use service::Guarded;
+pub use source::VisitorSource;
+pub use trust::Trust;

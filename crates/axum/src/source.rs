@@ -1,0 +1,147 @@
+//! [`VisitorSource`]: the visitor of a request, from the address its trust setting believes.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::ConnectInfo;
+use http::HeaderMap;
+use http::request::Parts;
+use tollgate_core::Visitor;
+
+use crate::{AddressSource, Error, Network, Trust};
+
+/// The `cf-connecting-ip` header.
+const CF_CONNECTING_IP: &str = "cf-connecting-ip";
+/// The `X-Forwarded-For` header.
+const X_FORWARDED_FOR: &str = "x-forwarded-for";
+
+/// Finds the [`Visitor`] of a request: a [`Trust`] setting, and whether
+/// development mode lets a request with no address be the `local` visitor.
+///
+/// In production a missing or malformed address is an error (answered with
+/// 400), never a bucket shared by every caller.
+///
+/// ```
+/// use tollgate_axum::{Trust, VisitorSource};
+/// let request = http::Request::builder()
+///     .header("cf-connecting-ip", "2001:DB8:0:1::7")
+///     .body(())
+///     .unwrap();
+/// let (parts, _) = request.into_parts();
+/// let visitor = VisitorSource::new(Trust::CfConnectingIp).visitor(&parts)?;
+/// assert_eq!(visitor.as_str(), "2001:db8:0:1::/64");
+/// # Ok::<(), tollgate_axum::Error>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VisitorSource {
+    trust: Trust,
+    development: bool,
+}
+
+impl VisitorSource {
+    /// A production source believing `trust`.
+    pub fn new(trust: Trust) -> VisitorSource {
+        VisitorSource {
+            trust,
+            development: false,
+        }
+    }
+
+    /// Sets development mode: a request with no address is then `local`.
+    pub fn development(mut self, development: bool) -> VisitorSource {
+        self.development = development;
+        self
+    }
+
+    /// The trust setting.
+    pub fn trust(&self) -> &Trust {
+        &self.trust
+    }
+
+    /// Whether development mode is on.
+    pub fn is_development(&self) -> bool {
+        self.development
+    }
+
+    /// The visitor of a request.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingAddress`] when the trusted source gives no address in
+    /// production mode; [`Error::MalformedAddress`] when it gives something
+    /// that is not an IP address (in either mode).
+    pub fn visitor(&self, parts: &Parts) -> Result<Visitor, Error> {
+        let found = match &self.trust {
+            Trust::Peer => peer(parts).ok_or(Error::MissingAddress(AddressSource::Peer)),
+            Trust::CfConnectingIp => cf_connecting_ip(&parts.headers),
+            Trust::XForwardedFor(proxies) => forwarded_for(parts, proxies),
+        };
+        match found {
+            Ok(ip) => Ok(Visitor::from_ip(ip)),
+            Err(Error::MissingAddress(_)) if self.development => Ok(Visitor::local()),
+            Err(err) => {
+                if err == Error::MissingAddress(AddressSource::Peer) {
+                    tracing::warn!(
+                        "no peer address: serve the router with \
+                         into_make_service_with_connect_info::<SocketAddr>()"
+                    );
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+fn peer(parts: &Parts) -> Option<IpAddr> {
+    let ConnectInfo(addr) = parts.extensions.get::<ConnectInfo<SocketAddr>>()?;
+    Some(addr.ip())
+}
+
+fn cf_connecting_ip(headers: &HeaderMap) -> Result<IpAddr, Error> {
+    let source = AddressSource::CfConnectingIp;
+    let mut values = headers.get_all(CF_CONNECTING_IP).iter();
+    let Some(value) = values.next() else {
+        return Err(Error::MissingAddress(source));
+    };
+    if values.next().is_some() {
+        return Err(Error::MalformedAddress(source));
+    }
+    let text = value
+        .to_str()
+        .map_err(|_| Error::MalformedAddress(source))?;
+    let text = text.trim_matches([' ', '\t']);
+    if text.is_empty() {
+        return Err(Error::MissingAddress(source));
+    }
+    text.parse().map_err(|_| Error::MalformedAddress(source))
+}
+
+/// The client per `X-Forwarded-For`: walking from the peer leftwards through
+/// the header, the first address outside the trusted proxies; the leftmost
+/// address when every hop is trusted.
+fn forwarded_for(parts: &Parts, proxies: &[Network]) -> Result<IpAddr, Error> {
+    let source = AddressSource::XForwardedFor;
+    let peer = peer(parts).ok_or(Error::MissingAddress(AddressSource::Peer))?;
+    let trusted = |ip: IpAddr| proxies.iter().any(|net| net.contains(ip));
+    if !trusted(peer) {
+        return Ok(peer);
+    }
+    let mut hops = Vec::new();
+    for value in parts.headers.get_all(X_FORWARDED_FOR) {
+        let text = value
+            .to_str()
+            .map_err(|_| Error::MalformedAddress(source))?;
+        hops.extend(text.split(',').map(|hop| hop.trim_matches([' ', '\t'])));
+    }
+    if hops.iter().all(|hop| hop.is_empty()) {
+        return Err(Error::MissingAddress(source));
+    }
+    let mut client = None;
+    for hop in hops.iter().rev() {
+        let ip: IpAddr = hop.parse().map_err(|_| Error::MalformedAddress(source))?;
+        client = Some(ip);
+        if !trusted(ip) {
+            break;
+        }
+    }
+    client.ok_or(Error::MissingAddress(source))
+}

@@ -1,0 +1,58 @@
+//! [`Trust`]: which source of a client address a service believes.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::{Error, Network};
+
+/// Which source of the client address to believe. A header that clients can
+/// set themselves is never believed unless configured here.
+///
+/// ```
+/// use tollgate_axum::{Network, Trust};
+/// assert_eq!("peer".parse::<Trust>()?, Trust::Peer);
+/// let proxies: Vec<Network> = vec!["10.0.0.0/8".parse()?];
+/// let trust = Trust::XForwardedFor(proxies);
+/// assert_eq!(trust.to_string(), "x-forwarded-for");
+/// # Ok::<(), tollgate_axum::Error>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Trust {
+    /// The socket peer address (the default). Needs the router served with
+    /// `into_make_service_with_connect_info::<SocketAddr>()`.
+    #[default]
+    Peer,
+    /// The `cf-connecting-ip` header: only behind Cloudflare, which sets it
+    /// and does not let clients set it. Anyone can send it elsewhere.
+    CfConnectingIp,
+    /// `X-Forwarded-For`, read from the right starting at the peer address,
+    /// skipping addresses inside these trusted proxy networks: the client is
+    /// the first address not in them. With no networks, this is the peer.
+    XForwardedFor(Vec<Network>),
+}
+
+impl FromStr for Trust {
+    type Err = Error;
+
+    /// Parses `peer`, `cf-connecting-ip` or `x-forwarded-for` (with no trusted
+    /// proxies yet: add them to the [`Trust::XForwardedFor`] list).
+    fn from_str(text: &str) -> Result<Trust, Error> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "peer" => Ok(Trust::Peer),
+            "cf-connecting-ip" => Ok(Trust::CfConnectingIp),
+            "x-forwarded-for" => Ok(Trust::XForwardedFor(Vec::new())),
+            _ => Err(Error::UnknownTrust(text.to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for Trust {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Trust::Peer => "peer",
+            Trust::CfConnectingIp => "cf-connecting-ip",
+            Trust::XForwardedFor(_) => "x-forwarded-for",
+        })
+    }
+}

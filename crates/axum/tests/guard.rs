@@ -1,0 +1,341 @@
+//! The guard and its responses, served through the router (no network).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::response::Response;
+use axum::routing::post;
+use http::{Request, StatusCode};
+use serde_json::Value;
+use tollgate_axum::{Guard, Trust, VisitorSource};
+use tollgate_conformance::{Fault, Faulty};
+use tollgate_core::{Limiter, ManualClock, Mode, Policy, Rule, Window};
+use tollgate_memory::MemoryStore;
+use tower::ServiceExt;
+
+/// 2025-11-29T23:00:00Z: one hour before the UTC day resets.
+const NOW: u64 = 20_421 * 86_400 + 23 * 3_600;
+
+fn clock() -> ManualClock {
+    ManualClock::new(Duration::from_secs(NOW))
+}
+
+fn rule(name: &str, max: u64, window: Window) -> Rule {
+    Rule::new(name, max, window).unwrap()
+}
+
+/// A router with one guarded POST route, `/sites/{project}/ask`, whose
+/// handler counts its runs.
+fn app(guard: Guard) -> (Router, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let handler = move || async move {
+        counter.fetch_add(1, Ordering::SeqCst);
+        "done"
+    };
+    let router = Router::new().route("/sites/{project}/ask", post(handler).route_layer(guard));
+    (router, runs)
+}
+
+/// The usual guard of these tests: `ask` per project and visitor (max 3 a
+/// day), `ask-all` (max 100 a day), visitors from `cf-connecting-ip`.
+fn ask_guard(limiter: Limiter) -> Guard {
+    Guard::new(limiter)
+        .visitors(VisitorSource::new(Trust::CfConnectingIp))
+        .rule(&rule("ask", 3, Window::DAY), |call| {
+            Some(vec![call.param("project")?.into(), call.visitor()?.into()])
+        })
+        .rule(&rule("ask-all", 100, Window::DAY), |_| Some(vec![]))
+        .mode(Mode::Reserve)
+}
+
+fn memory_limiter() -> Limiter {
+    let clock = clock();
+    Limiter::with_parts(MemoryStore::with_clock(clock.clone()), clock)
+}
+
+async fn post_ask(router: &Router, project: &str, ip: &str) -> Response {
+    let request = Request::post(format!("/sites/{project}/ask"))
+        .header("cf-connecting-ip", ip)
+        .body(Body::empty())
+        .unwrap();
+    router.clone().oneshot(request).await.unwrap()
+}
+
+fn header<'a>(response: &'a Response, name: &str) -> Option<&'a str> {
+    response.headers().get(name).map(|v| v.to_str().unwrap())
+}
+
+async fn body_text(response: Response) -> String {
+    let bytes = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap()
+}
+
+/// Everything a response shows: status, headers (`name<TAB>value`) and body.
+async fn whole(response: Response) -> String {
+    let mut text = format!("{}\n", response.status());
+    for (name, value) in response.headers() {
+        text.push_str(&format!(
+            "{name}\t{}\n",
+            value.to_str().unwrap_or("<binary>")
+        ));
+    }
+    text + &body_text(response).await
+}
+
+#[tokio::test]
+async fn refused_call_never_runs_the_handler() {
+    let (router, runs) = app(ask_guard(memory_limiter()));
+    for _ in 0..3 {
+        assert_eq!(
+            post_ask(&router, "docs", "203.0.113.9").await.status(),
+            StatusCode::OK
+        );
+    }
+    for _ in 0..5 {
+        let response = post_ask(&router, "docs", "203.0.113.9").await;
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn limited_call_is_a_typed_429_with_standard_fields() {
+    let (router, _) = app(ask_guard(memory_limiter()));
+    for _ in 0..3 {
+        post_ask(&router, "docs", "203.0.113.9").await;
+    }
+    let response = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        header(&response, "content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(header(&response, "retry-after"), Some("3600"));
+    assert_eq!(
+        header(&response, "ratelimit-policy"),
+        Some(r#""ask";q=3;w=86400, "ask-all";q=100;w=86400"#)
+    );
+    assert_eq!(
+        header(&response, "ratelimit"),
+        Some(r#""ask";r=0;t=3600, "ask-all";r=97;t=3600"#)
+    );
+    let text = body_text(response).await;
+    assert!(
+        text.starts_with(
+            r#"{"type":"tag:tollgate,2025:rate-limited","title":"Too Many Requests","status":429,"#
+        ),
+        "{text}"
+    );
+    let body = json(&text);
+    assert_eq!(body["type"], "tag:tollgate,2025:rate-limited");
+    assert_eq!(body["title"], "Too Many Requests");
+    assert_eq!(body["status"], 429);
+    assert_eq!(
+        body["detail"],
+        "rate limit `ask` reached: 3 per 1d; retry in 3600 s"
+    );
+    assert_eq!(body["limit"], "ask");
+    assert_eq!(body["retry_after"], 3600);
+    assert_eq!(body["reset"], (20_421 + 1) * 86_400);
+}
+
+#[tokio::test]
+async fn allowed_calls_carry_the_ratelimit_fields() {
+    let (router, _) = app(ask_guard(memory_limiter()));
+    let first = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(
+        header(&first, "ratelimit-policy"),
+        Some(r#""ask";q=3;w=86400, "ask-all";q=100;w=86400"#)
+    );
+    assert_eq!(
+        header(&first, "ratelimit"),
+        Some(r#""ask";r=2;t=3600, "ask-all";r=99;t=3600"#)
+    );
+    assert_eq!(header(&first, "retry-after"), None);
+    assert_eq!(body_text(first).await, "done");
+}
+
+#[tokio::test]
+async fn counted_calls_past_the_max_show_zero_remaining() {
+    let limiter = memory_limiter();
+    let guard = Guard::new(limiter)
+        .rule(&rule("runs", 1, Window::MINUTE), |call| {
+            Some(vec![call.param("project")?.into()])
+        })
+        .mode(Mode::Count);
+    let (router, runs) = app(guard);
+    assert_eq!(
+        post_ask(&router, "p", "203.0.113.9").await.status(),
+        StatusCode::OK
+    );
+    for _ in 0..2 {
+        let response = post_ask(&router, "p", "203.0.113.9").await;
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        // 23:00:00 is on a minute boundary: a full minute to wait.
+        assert_eq!(header(&response, "ratelimit"), Some(r#""runs";r=0;t=60"#));
+        assert_eq!(header(&response, "retry-after"), Some("60"));
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn longest_wait_names_the_limit_when_several_are_over() {
+    let guard = Guard::new(memory_limiter())
+        .rule(&rule("burst", 1, Window::MINUTE), |_| Some(vec![]))
+        .rule(&rule("daily", 1, Window::DAY), |_| Some(vec![]))
+        .mode(Mode::Count);
+    let (router, _) = app(guard);
+    post_ask(&router, "p", "203.0.113.9").await;
+    let response = post_ask(&router, "p", "203.0.113.9").await;
+    assert_eq!(header(&response, "retry-after"), Some("3600"));
+    let body = json(&body_text(response).await);
+    assert_eq!(body["limit"], "daily");
+}
+
+#[tokio::test]
+async fn store_failure_under_fail_closed_is_503_without_store_details() {
+    let clock = clock();
+    let store = Arc::new(Faulty::new(MemoryStore::with_clock(clock.clone())));
+    let (router, runs) = app(ask_guard(Limiter::with_parts(store.clone(), clock)));
+    for fault in [Fault::Permanent, Fault::Transient] {
+        store.set(fault);
+        let response = post_ask(&router, "docs", "203.0.113.9").await;
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            header(&response, "content-type"),
+            Some("application/problem+json")
+        );
+        assert_eq!(header(&response, "retry-after"), Some("2"));
+        assert_eq!(header(&response, "ratelimit"), None);
+        let text = whole(response).await;
+        assert_no_storage_text(&text);
+        let body = json(text.rsplit('\n').next().unwrap());
+        assert_eq!(body["status"], 503);
+        assert_eq!(body["title"], "Service Unavailable");
+        assert_eq!(body["retry_after"], 2);
+        assert!(body["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn limited_response_holds_no_storage_text() {
+    let (router, _) = app(ask_guard(memory_limiter()));
+    for _ in 0..3 {
+        post_ask(&router, "docs", "203.0.113.9").await;
+    }
+    let response = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let text = whole(response).await;
+    assert_no_storage_text(&text);
+    assert!(!text.contains("203.0.113.9"), "{text}");
+    assert!(!text.contains("docs"), "{text}");
+}
+
+fn assert_no_storage_text(text: &str) {
+    let lower = text.to_lowercase();
+    for leak in [
+        "limit:",
+        "ask:",
+        "20421",
+        "secret",
+        "injected",
+        "err ",
+        "connection refused",
+        "memory",
+        "redis",
+        "sqlite",
+        "store",
+        "backend",
+    ] {
+        assert!(!lower.contains(leak), "response shows {leak:?}:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn store_failure_under_fail_open_runs_the_handler_without_fields() {
+    let clock = clock();
+    let store = Arc::new(Faulty::new(MemoryStore::with_clock(clock.clone())));
+    store.set(Fault::Permanent);
+    let guard = ask_guard(Limiter::with_parts(store, clock)).policy(Policy::FailOpen);
+    let (router, runs) = app(guard);
+    let response = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, "ratelimit"), None);
+    assert_eq!(header(&response, "ratelimit-policy"), None);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn reservation_refused_by_one_limit_spends_no_other() {
+    let (router, _) = app(ask_guard(memory_limiter()));
+    for _ in 0..3 {
+        post_ask(&router, "docs", "203.0.113.9").await;
+    }
+    for _ in 0..10 {
+        post_ask(&router, "docs", "203.0.113.9").await;
+    }
+    let other = post_ask(&router, "docs", "198.51.100.7").await;
+    assert_eq!(other.status(), StatusCode::OK);
+    // ask-all: 3 + 1 spent; the 10 refused calls spent nothing.
+    assert_eq!(
+        header(&other, "ratelimit"),
+        Some(r#""ask";r=2;t=3600, "ask-all";r=96;t=3600"#)
+    );
+}
+
+#[tokio::test]
+async fn key_function_without_its_value_is_a_500_and_runs_nothing() {
+    let guard = Guard::new(memory_limiter()).rule(&rule("ask", 3, Window::DAY), |call| {
+        Some(vec![call.param("missing")?.into()])
+    });
+    let (router, runs) = app(guard);
+    let response = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        header(&response, "content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn overlong_key_value_is_a_400_and_runs_nothing() {
+    let (router, runs) = app(ask_guard(memory_limiter()));
+    let project = "p".repeat(300);
+    let response = post_ask(&router, &project, "203.0.113.9").await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body = json(&body_text(response).await);
+    assert_eq!(body["status"], 400);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn path_parameters_are_percent_decoded_and_isolated() {
+    let (router, _) = app(ask_guard(memory_limiter()));
+    for _ in 0..3 {
+        assert_eq!(
+            post_ask(&router, "a%3Ab", "203.0.113.9").await.status(),
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        post_ask(&router, "a:b", "203.0.113.9").await.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "a%3Ab and a:b are the same decoded project"
+    );
+    assert_eq!(
+        post_ask(&router, "a", "203.0.113.9").await.status(),
+        StatusCode::OK
+    );
+}
