@@ -53,8 +53,12 @@ impl<S: CounterStore> Faulty<S> {
         let fault = *self.fault.lock().unwrap_or_else(|p| p.into_inner());
         match fault {
             Fault::None => Ok(()),
-            Fault::Transient => Err(StoreError::Connection("connection refused (injected)".into())),
-            Fault::Permanent => Err(StoreError::Backend("ERR limit:secret-key (injected)".into())),
+            Fault::Transient => Err(StoreError::Connection(
+                "connection refused (injected)".into(),
+            )),
+            Fault::Permanent => Err(StoreError::Backend(
+                "ERR limit:secret-key (injected)".into(),
+            )),
             Fault::Hang => {
                 tokio::time::sleep(Duration::from_secs(3_600)).await;
                 Err(StoreError::Timeout(Duration::from_secs(3_600)))

@@ -9,10 +9,13 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use tollgate_core::{Limit, RuleSet};
 
 fn limits(rules: &RuleSet, project: &str, visitor: &str) -> Vec<Limit> {
-    let rule = |name: &str| rules.get(name).map(|r| r.clone());
-    let (Ok(burst), Ok(ask), Ok(site), Ok(all)) =
-        (rule("ask-burst"), rule("ask"), rule("ask-site"), rule("ask-all"))
-    else {
+    let rule = |name: &str| rules.get(name).cloned();
+    let (Ok(burst), Ok(ask), Ok(site), Ok(all)) = (
+        rule("ask-burst"),
+        rule("ask"),
+        rule("ask-site"),
+        rule("ask-all"),
+    ) else {
         return Vec::new();
     };
     [
@@ -28,7 +31,9 @@ fn limits(rules: &RuleSet, project: &str, visitor: &str) -> Vec<Limit> {
 
 fn keys(c: &mut Criterion) {
     let rules = RuleSet::defaults();
-    let visitors: Vec<String> = (0..1_024).map(|i| format!("203.0.{}.{}", i / 256, i % 256)).collect();
+    let visitors: Vec<String> = (0..1_024)
+        .map(|i| format!("203.0.{}.{}", i / 256, i % 256))
+        .collect();
     let now = 1_764_374_400u64;
     let mut i = 0;
     c.bench_function("check_setup_4_limits", |b| {

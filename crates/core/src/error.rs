@@ -22,7 +22,9 @@ pub enum Error {
     #[error("invalid rules file: {0}")]
     RulesFile(String),
     /// A window is not whole seconds or a number with a unit (`s`, `m`, `h`, `d`).
-    #[error("invalid window `{0}`: expected whole seconds or a number with s, m, h or d, at most 366 days")]
+    #[error(
+        "invalid window `{0}`: expected whole seconds or a number with s, m, h or d, at most 366 days"
+    )]
     InvalidWindow(String),
     /// A rule asked for by name is not in the rule set.
     #[error("unknown rule `{0}`")]

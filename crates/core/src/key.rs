@@ -93,7 +93,11 @@ fn escape_into(out: &mut String, part: &str) {
     let mut rest = part;
     while let Some(at) = rest.find([':', '%']) {
         out.push_str(&rest[..at]);
-        out.push_str(if rest.as_bytes()[at] == b':' { "%3A" } else { "%25" });
+        out.push_str(if rest.as_bytes()[at] == b':' {
+            "%3A"
+        } else {
+            "%25"
+        });
         rest = &rest[at + 1..];
     }
     out.push_str(rest);
@@ -127,7 +131,10 @@ mod tests {
         let limit = rule.limit(&["a"]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(limit.counter_key(0), "limit:r:a:0");
         assert_eq!(limit.counter_key(20_421), "limit:r:a:20421");
-        assert_eq!(limit.counter_key(u64::MAX), format!("limit:r:a:{}", u64::MAX));
+        assert_eq!(
+            limit.counter_key(u64::MAX),
+            format!("limit:r:a:{}", u64::MAX)
+        );
     }
 
     #[test]
@@ -135,7 +142,10 @@ mod tests {
         let rule = Rule::new("r", 1, Window::DAY).unwrap_or_else(|e| panic!("{e}"));
         let long = "x".repeat(MAX_PART_LEN + 1);
         let err = Limit::new(rule.clone(), &["ok", long.as_str()]);
-        assert!(matches!(err, Err(Error::PartTooLong { index: 1, len: 257 })));
+        assert!(matches!(
+            err,
+            Err(Error::PartTooLong { index: 1, len: 257 })
+        ));
         assert!(Limit::new(rule, &["x".repeat(MAX_PART_LEN)]).is_ok());
     }
 }

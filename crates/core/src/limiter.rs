@@ -4,8 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::{
-    Clock, Counter, CounterStore, Error, Limit, Retry, RetryPolicy, StoreError, SystemClock,
-    Usage, Verdict,
+    Clock, Counter, CounterStore, Error, Limit, Retry, RetryPolicy, StoreError, SystemClock, Usage,
+    Verdict,
 };
 
 /// What a check does when the store fails.
@@ -103,7 +103,12 @@ impl Limiter {
     ///
     /// [`Error::DuplicateKey`] when two limits share a key; under
     /// [`Policy::FailClosed`], [`Error::Unavailable`] when the store fails.
-    pub async fn check(&self, limits: &[Limit], mode: Mode, policy: Policy) -> Result<Verdict, Error> {
+    pub async fn check(
+        &self,
+        limits: &[Limit],
+        mode: Mode,
+        policy: Policy,
+    ) -> Result<Verdict, Error> {
         check_distinct(limits)?;
         if limits.is_empty() {
             return Ok(Verdict::new(Vec::new()));
@@ -111,7 +116,11 @@ impl Limiter {
         let now = self.clock.now().as_secs();
         let counters: Vec<Counter> = limits.iter().map(|l| counter(l, now)).collect();
         let reply = match mode {
-            Mode::Count => self.store.increment(&counters).await.map(|counts| (true, counts)),
+            Mode::Count => self
+                .store
+                .increment(&counters)
+                .await
+                .map(|counts| (true, counts)),
             Mode::Reserve => self
                 .store
                 .increment_within(&counters)
@@ -133,7 +142,9 @@ impl Limiter {
             .map(|l| l.counter_key(l.rule().window().index(now)))
             .collect();
         let counts = self.store.get(&keys).await;
-        let counts = counts.and_then(|c| same_len(limits, c)).map_err(Error::Unavailable)?;
+        let counts = counts
+            .and_then(|c| same_len(limits, c))
+            .map_err(Error::Unavailable)?;
         Ok(limits
             .iter()
             .zip(counts)
@@ -149,7 +160,12 @@ impl Limiter {
         self.store.delete(&key).await.map_err(Error::Unavailable)
     }
 
-    fn on_failure(&self, limits: &[Limit], policy: Policy, err: StoreError) -> Result<Verdict, Error> {
+    fn on_failure(
+        &self,
+        limits: &[Limit],
+        policy: Policy,
+        err: StoreError,
+    ) -> Result<Verdict, Error> {
         match policy {
             Policy::FailOpen => {
                 tracing::warn!(
@@ -192,7 +208,9 @@ fn usage(
 ) -> Result<Vec<Usage>, StoreError> {
     let counts = same_len(limits, counts)?;
     if applied && counts.contains(&0) {
-        return Err(StoreError::InvalidReply("an incremented counter reads 0".into()));
+        return Err(StoreError::InvalidReply(
+            "an incremented counter reads 0".into(),
+        ));
     }
     let usage: Vec<Usage> = limits
         .iter()
@@ -216,7 +234,10 @@ fn usage(
 fn check_distinct(limits: &[Limit]) -> Result<(), Error> {
     for (i, a) in limits.iter().enumerate() {
         if limits[i + 1..].iter().any(|b| a.key() == b.key()) {
-            tracing::warn!(rule = a.rule().name(), "two limits of one check share a key");
+            tracing::warn!(
+                rule = a.rule().name(),
+                "two limits of one check share a key"
+            );
             return Err(Error::DuplicateKey(a.rule().name().to_owned()));
         }
     }

@@ -82,7 +82,11 @@ impl<S: CounterStore> Retry<S> {
             match self.attempt(call()).await {
                 Err(e) if e.is_transient() && retries < self.policy.retries => {
                     retries += 1;
-                    tracing::debug!(kind = e.kind(), retries, "rate limit store call failed; retrying");
+                    tracing::debug!(
+                        kind = e.kind(),
+                        retries,
+                        "rate limit store call failed; retrying"
+                    );
                     tokio::time::sleep(self.policy.delay).await;
                 }
                 result => return result,

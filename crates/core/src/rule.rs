@@ -255,13 +255,18 @@ mod tests {
     fn a_rule_deserializes_from_name_max_window() {
         let rule: Rule = toml::from_str("name = \"ask\"\nmax = 15\nwindow = \"1d\"")
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((rule.name(), rule.max(), rule.window()), ("ask", 15, Window::DAY));
+        assert_eq!(
+            (rule.name(), rule.max(), rule.window()),
+            ("ask", 15, Window::DAY)
+        );
         let bad: Result<Rule, _> = toml::from_str("name = \"\"\nmax = 15\nwindow = \"1d\"");
         assert!(bad.is_err());
     }
 
     #[test]
     fn unknown_rule_is_a_typed_error() {
-        assert!(matches!(RuleSet::defaults().get("nope"), Err(Error::UnknownRule(n)) if n == "nope"));
+        assert!(
+            matches!(RuleSet::defaults().get("nope"), Err(Error::UnknownRule(n)) if n == "nope")
+        );
     }
 }

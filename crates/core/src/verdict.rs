@@ -117,7 +117,10 @@ impl Verdict {
     pub fn limited(&self) -> Option<RateLimited> {
         let mut over = self.usage.iter().filter(|u| u.over);
         let first = over.next()?;
-        let longest = over.fold(first, |a, b| if b.retry_after > a.retry_after { b } else { a });
+        let longest = over.fold(
+            first,
+            |a, b| if b.retry_after > a.retry_after { b } else { a },
+        );
         Some(RateLimited {
             limit: longest.name.clone(),
             max: longest.max,

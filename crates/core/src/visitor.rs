@@ -88,7 +88,9 @@ mod tests {
     use super::*;
 
     fn visitor(text: &str) -> String {
-        Visitor::parse(text).map(|v| v.0).unwrap_or_else(|e| panic!("{text}: {e}"))
+        Visitor::parse(text)
+            .map(|v| v.0)
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
     }
 
     #[test]
@@ -121,17 +123,42 @@ mod tests {
 
     #[test]
     fn malformed_addresses_are_typed_errors() {
-        for bad in ["", "local", "1.2.3", "1.2.3.4:80", "[::1]", "fe80::1%eth0", "1.2.3.4, 5.6.7.8", "::g", "999.1.1.1"] {
-            assert!(matches!(Visitor::parse(bad), Err(Error::InvalidAddress)), "{bad:?}");
+        for bad in [
+            "",
+            "local",
+            "1.2.3",
+            "1.2.3.4:80",
+            "[::1]",
+            "fe80::1%eth0",
+            "1.2.3.4, 5.6.7.8",
+            "::g",
+            "999.1.1.1",
+        ] {
+            assert!(
+                matches!(Visitor::parse(bad), Err(Error::InvalidAddress)),
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn missing_address_is_local_only_in_development() {
         assert_eq!(Visitor::resolve(None, true).ok(), Some(Visitor::local()));
-        assert_eq!(Visitor::resolve(Some(" "), true).ok(), Some(Visitor::local()));
-        assert!(matches!(Visitor::resolve(None, false), Err(Error::MissingAddress)));
-        assert!(matches!(Visitor::resolve(Some(""), false), Err(Error::MissingAddress)));
-        assert!(matches!(Visitor::resolve(Some("nope"), true), Err(Error::InvalidAddress)));
+        assert_eq!(
+            Visitor::resolve(Some(" "), true).ok(),
+            Some(Visitor::local())
+        );
+        assert!(matches!(
+            Visitor::resolve(None, false),
+            Err(Error::MissingAddress)
+        ));
+        assert!(matches!(
+            Visitor::resolve(Some(""), false),
+            Err(Error::MissingAddress)
+        ));
+        assert!(matches!(
+            Visitor::resolve(Some("nope"), true),
+            Err(Error::InvalidAddress)
+        ));
     }
 }

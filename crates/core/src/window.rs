@@ -135,7 +135,8 @@ impl<'de> serde::Deserialize<'de> for Window {
                 Window::from_secs(secs).map_err(E::custom)
             }
             fn visit_i64<E: serde::de::Error>(self, secs: i64) -> Result<Window, E> {
-                let secs = u64::try_from(secs).map_err(|_| E::custom(Error::InvalidWindow(secs.to_string())))?;
+                let secs = u64::try_from(secs)
+                    .map_err(|_| E::custom(Error::InvalidWindow(secs.to_string())))?;
                 self.visit_u64(secs)
             }
             fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Window, E> {
@@ -163,12 +164,28 @@ mod tests {
         assert_eq!("1m".parse::<Window>().ok(), Some(Window::MINUTE));
         assert_eq!("1h".parse::<Window>().ok(), Some(Window::HOUR));
         assert_eq!("1d".parse::<Window>().ok(), Some(Window::DAY));
-        assert_eq!("366d".parse::<Window>().ok().map(Window::secs), Some(Window::MAX_SECS));
+        assert_eq!(
+            "366d".parse::<Window>().ok().map(Window::secs),
+            Some(Window::MAX_SECS)
+        );
     }
 
     #[test]
     fn rejects_zero_overlong_and_malformed_windows() {
-        for bad in ["", "0", "0d", "367d", "d", "1w", "-1", "1.5h", " 1h", "1hh", "99999999999999999999d", "１h"] {
+        for bad in [
+            "",
+            "0",
+            "0d",
+            "367d",
+            "d",
+            "1w",
+            "-1",
+            "1.5h",
+            " 1h",
+            "1hh",
+            "99999999999999999999d",
+            "１h",
+        ] {
             assert!(bad.parse::<Window>().is_err(), "{bad:?} should be rejected");
         }
     }
@@ -176,8 +193,14 @@ mod tests {
     #[test]
     fn displays_in_the_largest_whole_unit() {
         assert_eq!(Window::DAY.to_string(), "1d");
-        assert_eq!(Window::from_secs(7_200).map(|w| w.to_string()).ok(), Some("2h".into()));
-        assert_eq!(Window::from_secs(90).map(|w| w.to_string()).ok(), Some("90s".into()));
+        assert_eq!(
+            Window::from_secs(7_200).map(|w| w.to_string()).ok(),
+            Some("2h".into())
+        );
+        assert_eq!(
+            Window::from_secs(90).map(|w| w.to_string()).ok(),
+            Some("90s".into())
+        );
     }
 
     #[test]

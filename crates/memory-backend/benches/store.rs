@@ -14,7 +14,9 @@ use tollgate_memory::MemoryStore;
 const VISITORS: usize = 1_024;
 
 fn visitors() -> Vec<String> {
-    (0..VISITORS).map(|i| format!("203.0.{}.{}", i / 256, i % 256)).collect()
+    (0..VISITORS)
+        .map(|i| format!("203.0.{}.{}", i / 256, i % 256))
+        .collect()
 }
 
 fn ask_limits(rules: &RuleSet, visitor: &str) -> Vec<Limit> {

@@ -57,7 +57,9 @@ impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         // A panic while holding the lock cannot leave an entry half-written
         // (entries are plain values), so a poisoned map is still consistent.
-        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -77,12 +79,22 @@ fn bump(map: &mut HashMap<String, Entry>, counter: &Counter, now: Duration) -> u
     let expires_at = now.saturating_add(counter.ttl);
     match map.get_mut(&counter.key) {
         Some(entry) => {
-            let value = if entry.expires_at > now { entry.value.saturating_add(1) } else { 1 };
+            let value = if entry.expires_at > now {
+                entry.value.saturating_add(1)
+            } else {
+                1
+            };
             *entry = Entry { value, expires_at };
             value
         }
         None => {
-            map.insert(counter.key.clone(), Entry { value: 1, expires_at });
+            map.insert(
+                counter.key.clone(),
+                Entry {
+                    value: 1,
+                    expires_at,
+                },
+            );
             1
         }
     }
@@ -105,10 +117,16 @@ impl CounterStore for MemoryStore {
             .collect();
         let fits = counters.iter().zip(&counts).all(|(c, &n)| n < c.max);
         if !fits {
-            return Ok(Reservation { applied: false, counts });
+            return Ok(Reservation {
+                applied: false,
+                counts,
+            });
         }
         let counts = counters.iter().map(|c| bump(&mut map, c, now)).collect();
-        Ok(Reservation { applied: true, counts })
+        Ok(Reservation {
+            applied: true,
+            counts,
+        })
     }
 
     async fn get(&self, keys: &[String]) -> Result<Vec<u64>, StoreError> {
@@ -127,7 +145,13 @@ impl CounterStore for MemoryStore {
             return Ok(false);
         }
         let expires_at = now.saturating_add(ttl);
-        map.insert(key.to_owned(), Entry { value: 1, expires_at });
+        map.insert(
+            key.to_owned(),
+            Entry {
+                value: 1,
+                expires_at,
+            },
+        );
         Ok(true)
     }
 

@@ -21,7 +21,10 @@ pub async fn racing_callers_allow_exactly_max<H: Harness>(harness: &H) {
         async move { ok(limiter.count(&[limit]).await, "count").is_allowed() }
     })
     .await;
-    assert_eq!(allowed, MAX as usize, "{CALLERS} racing callers with max {MAX}");
+    assert_eq!(
+        allowed, MAX as usize,
+        "{CALLERS} racing callers with max {MAX}"
+    );
 }
 
 /// Runs `callers` calls of `call` at once, spread over `limiters`; how many returned true.

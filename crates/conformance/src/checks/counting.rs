@@ -37,7 +37,10 @@ pub async fn increment_counts_each_counter_of_a_batch<H: Harness>(harness: &H) {
 pub async fn remaining_reads_without_spending<H: Harness>(harness: &H) {
     let clock = clock();
     let limiter = limiter(harness.open().await, &clock);
-    let limits = [ok(rule("peek", 5, Window::HOUR).limit(&[unique()]), "limit")];
+    let limits = [ok(
+        rule("peek", 5, Window::HOUR).limit(&[unique()]),
+        "limit",
+    )];
     let fresh = ok(limiter.remaining(&limits).await, "remaining");
     assert_eq!((fresh[0].remaining(), fresh[0].is_over()), (5, false));
     for _ in 0..2 {
@@ -67,11 +70,18 @@ pub async fn reset_clears_the_current_window<H: Harness>(harness: &H) {
     }
     ok(limiter.count(&other).await, "count");
     assert!(!ok(limiter.count(&mine).await, "count").is_allowed());
-    assert!(ok(limiter.reset(&mine[0]).await, "reset"), "a counter existed");
+    assert!(
+        ok(limiter.reset(&mine[0]).await, "reset"),
+        "a counter existed"
+    );
     assert!(!ok(limiter.reset(&mine[0]).await, "reset"), "it is gone");
     assert!(ok(limiter.count(&mine).await, "count").is_allowed());
     let left = ok(limiter.remaining(&other).await, "remaining");
-    assert_eq!(left[0].remaining(), 1, "another principal's counter was touched");
+    assert_eq!(
+        left[0].remaining(),
+        1,
+        "another principal's counter was touched"
+    );
 }
 
 /// Every counter has a lifetime, never more than two windows, whichever way
@@ -84,11 +94,21 @@ pub async fn every_counter_expires_within_two_windows<H: Harness>(harness: &H) {
     let windows = [Window::MINUTE, Window::HOUR, Window::DAY];
     let counted: Vec<_> = windows
         .iter()
-        .map(|w| ok(rule(&format!("ttl{}", w.secs()), 1, *w).limit(&[&id, "count"]), "limit"))
+        .map(|w| {
+            ok(
+                rule(&format!("ttl{}", w.secs()), 1, *w).limit(&[&id, "count"]),
+                "limit",
+            )
+        })
         .collect();
     let reserved: Vec<_> = windows
         .iter()
-        .map(|w| ok(rule(&format!("ttl{}", w.secs()), 1, *w).limit(&[&id, "reserve"]), "limit"))
+        .map(|w| {
+            ok(
+                rule(&format!("ttl{}", w.secs()), 1, *w).limit(&[&id, "reserve"]),
+                "limit",
+            )
+        })
         .collect();
     for _ in 0..2 {
         ok(limiter.count(&counted).await, "count");
@@ -107,10 +127,16 @@ pub async fn every_counter_expires_within_two_windows<H: Harness>(harness: &H) {
         }
     }
     let mark = format!("dedup:{id}");
-    assert!(ok(store.set_if_absent(&mark, Duration::from_secs(90)).await, "set"));
+    assert!(ok(
+        store.set_if_absent(&mark, Duration::from_secs(90)).await,
+        "set"
+    ));
     match ok(store.expiry(&mark).await, "expiry") {
         Expiry::In(left) => assert!(!left.is_zero() && left <= Duration::from_secs(90)),
         other => panic!("{mark} must have a lifetime, found {other:?}"),
     }
-    assert_eq!(ok(store.expiry(&format!("absent:{id}")).await, "expiry"), Expiry::Absent);
+    assert_eq!(
+        ok(store.expiry(&format!("absent:{id}")).await, "expiry"),
+        Expiry::Absent
+    );
 }

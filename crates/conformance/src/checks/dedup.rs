@@ -25,7 +25,10 @@ pub async fn delivery_is_first_exactly_once<H: Harness>(harness: &H) {
     }
     assert_eq!(firsts, 1, "40 racing deliveries of one id");
     let other = format!("{id}-other");
-    assert!(ok(deliveries[0].first_delivery(&other).await, "dedup"), "ids are independent");
+    assert!(
+        ok(deliveries[0].first_delivery(&other).await, "dedup"),
+        "ids are independent"
+    );
 }
 
 /// A released delivery is first again, so a redelivery of a delivery whose
@@ -37,7 +40,13 @@ pub async fn released_delivery_is_first_again<H: Harness>(harness: &H) {
     assert!(ok(deliveries.first_delivery(&id).await, "dedup"));
     assert!(!ok(deliveries.first_delivery(&id).await, "dedup"));
     ok(deliveries.release(&id).await, "release");
-    assert!(ok(deliveries.first_delivery(&id).await, "dedup"), "released id must be first again");
+    assert!(
+        ok(deliveries.first_delivery(&id).await, "dedup"),
+        "released id must be first again"
+    );
     assert!(!ok(deliveries.first_delivery(&id).await, "dedup"));
-    assert!(deliveries.first_delivery("").await.is_err(), "an empty id is refused");
+    assert!(
+        deliveries.first_delivery("").await.is_err(),
+        "an empty id is refused"
+    );
 }

@@ -10,8 +10,14 @@ use crate::support::{clock, limiter, ok, rule, unique};
 pub async fn counts_survive_a_restart<H: Harness>(harness: &H) {
     let clock = clock();
     let id = unique();
-    let counted = [ok(rule("restart", 10, Window::DAY).limit(&[&id, "count"]), "limit")];
-    let reserved = [ok(rule("restart", 10, Window::DAY).limit(&[&id, "reserve"]), "limit")];
+    let counted = [ok(
+        rule("restart", 10, Window::DAY).limit(&[&id, "count"]),
+        "limit",
+    )];
+    let reserved = [ok(
+        rule("restart", 10, Window::DAY).limit(&[&id, "reserve"]),
+        "limit",
+    )];
     let delivery = format!("delivery-{id}");
     {
         let first = limiter(harness.open().await, &clock);
@@ -22,13 +28,24 @@ pub async fn counts_survive_a_restart<H: Harness>(harness: &H) {
         for _ in 0..2 {
             ok(second.reserve(&reserved).await, "reserve");
         }
-        assert!(ok(first.deliveries().first_delivery(&delivery).await, "dedup"));
+        assert!(ok(
+            first.deliveries().first_delivery(&delivery).await,
+            "dedup"
+        ));
     }
     let reopened = limiter(harness.open().await, &clock);
-    let left = ok(reopened.remaining(&[counted[0].clone(), reserved[0].clone()]).await, "remaining");
+    let left = ok(
+        reopened
+            .remaining(&[counted[0].clone(), reserved[0].clone()])
+            .await,
+        "remaining",
+    );
     assert_eq!(left[0].remaining(), 7, "counted calls lost in the restart");
     assert_eq!(left[1].remaining(), 8, "reserved calls lost in the restart");
-    assert!(!ok(reopened.deliveries().first_delivery(&delivery).await, "dedup"));
+    assert!(!ok(
+        reopened.deliveries().first_delivery(&delivery).await,
+        "dedup"
+    ));
     let verdict = ok(reopened.count(&counted).await, "count");
     assert_eq!(verdict.usage()[0].remaining(), 6);
 }

@@ -17,7 +17,10 @@ pub async fn golden_key_vectors<H: Harness>(harness: &H) {
     let ask = rule("ask", 15, Window::DAY);
     let vectors: [(&[&str], &str); 7] = [
         (&["docs", "203.0.113.9"], "limit:ask:docs:203.0.113.9:20421"),
-        (&["docs", "2001:db8:0:1::/64"], "limit:ask:docs:2001:db8:0:1::/64:20421"),
+        (
+            &["docs", "2001:db8:0:1::/64"],
+            "limit:ask:docs:2001:db8:0:1::/64:20421",
+        ),
         (&["docs", "local"], "limit:ask:docs:local:20421"),
         (&["a:b", "c"], "limit:ask:a%3Ab:c:20421"),
         (&["100%", "x%y:z"], "limit:ask:100%25:x%y:z:20421"),
@@ -26,12 +29,21 @@ pub async fn golden_key_vectors<H: Harness>(harness: &H) {
     ];
     for (parts, expected) in vectors {
         let limit = ok(ask.limit(parts), "limit");
-        assert_eq!(limit.counter_key(Window::DAY.index(DAY_20421 + 5)), expected);
+        assert_eq!(
+            limit.counter_key(Window::DAY.index(DAY_20421 + 5)),
+            expected
+        );
     }
-    let all = ok(rule("ask-all", 5_000, Window::DAY).limit::<&str>(&[]), "limit");
+    let all = ok(
+        rule("ask-all", 5_000, Window::DAY).limit::<&str>(&[]),
+        "limit",
+    );
     assert_eq!(all.counter_key(20_421), "limit:ask-all:20421");
     let github = ok(rule("github", 60, Window::HOUR).limit(&["acme"]), "limit");
-    assert_eq!(github.counter_key(Window::HOUR.index(DAY_20421 + 3_599)), "limit:github:acme:490104");
+    assert_eq!(
+        github.counter_key(Window::HOUR.index(DAY_20421 + 3_599)),
+        "limit:github:acme:490104"
+    );
     let v6 = ok(Visitor::parse("2001:0DB8:0:1:ffff::9"), "visitor");
     let limit = ok(ask.limit(&["docs", v6.as_str()]), "limit");
     assert_eq!(limit.key(), "ask:docs:2001:db8:0:1::/64");
@@ -50,7 +62,10 @@ pub async fn golden_key_vectors<H: Harness>(harness: &H) {
 /// Bytes that make keys collide when a format is careless: separators,
 /// escapes, case, spaces, NUL, normalisation look-alikes.
 fn part() -> impl Strategy<Value = String> {
-    let atoms = [":", "%", "3A", "%3A", "25", "a", "A", "", " ", "é", "e\u{301}", "\u{0}", "\n", "ß", "SS", "/", "*"];
+    let atoms = [
+        ":", "%", "3A", "%3A", "25", "a", "A", "", " ", "é", "e\u{301}", "\u{0}", "\n", "ß", "SS",
+        "/", "*",
+    ];
     vec(proptest::sample::select(atoms.to_vec()), 0..5).prop_map(|atoms| atoms.concat())
 }
 
@@ -61,8 +76,12 @@ pub async fn principals_never_share_a_counter<H: Harness>(harness: &H) {
     let r = rule("iso", 1_000, Window::HOUR);
     let pairs = (vec(part(), 2), vec(part(), 2)).prop_filter("distinct", |(a, b)| a != b);
     let keys = runner(4_096).run(&pairs, |(a, b)| {
-        let ka = r.limit(&a).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let kb = r.limit(&b).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let ka = r
+            .limit(&a)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let kb = r
+            .limit(&b)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_ne!(ka.key(), kb.key());
         Ok(())
     });
@@ -74,14 +93,21 @@ pub async fn principals_never_share_a_counter<H: Harness>(harness: &H) {
         let run = unique();
         let a: Vec<String> = [run.clone()].into_iter().chain(a).collect();
         let b: Vec<String> = [run].into_iter().chain(b).collect();
-        let la = r.limit(&a).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let lb = r.limit(&b).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let la = r
+            .limit(&a)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let lb = r
+            .limit(&b)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         for _ in 0..2 {
-            block_on(limiter.count(std::slice::from_ref(&la))).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            block_on(limiter.count(std::slice::from_ref(&la)))
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
         }
-        let seen = block_on(limiter.count(std::slice::from_ref(&lb))).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let seen = block_on(limiter.count(std::slice::from_ref(&lb)))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(seen.usage()[0].remaining(), 999, "b saw a's calls");
-        let left = block_on(limiter.remaining(&[la, lb])).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let left = block_on(limiter.remaining(&[la, lb]))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(left[0].remaining(), 998);
         prop_assert_eq!(left[1].remaining(), 999);
         Ok(())

@@ -86,11 +86,19 @@ pub async fn limited_names_the_longest_wait<H: Harness>(harness: &H) {
     ];
     assert!(ok(limiter.count(&limits).await, "count").is_allowed());
     let verdict = ok(limiter.count(&limits).await, "count");
-    let limited = verdict.limited().unwrap_or_else(|| panic!("both small limits are over"));
+    let limited = verdict
+        .limited()
+        .unwrap_or_else(|| panic!("both small limits are over"));
     assert_eq!(limited.limit(), "daily");
     assert_eq!(limited.max(), 1);
-    assert_eq!(limited.retry_after(), Window::DAY.retry_after(clock.now().as_secs()));
+    assert_eq!(
+        limited.retry_after(),
+        Window::DAY.retry_after(clock.now().as_secs())
+    );
     assert!(!verdict.usage()[2].is_over());
     let text = limited.to_string();
-    assert!(!text.contains(&id) && !text.contains("limit:"), "diagnostic leaks a key: {text}");
+    assert!(
+        !text.contains(&id) && !text.contains("limit:"),
+        "diagnostic leaks a key: {text}"
+    );
 }

@@ -54,7 +54,9 @@ mod tests {
         let mut found = 0;
         for source in sources {
             for line in source.lines() {
-                let Some(rest) = line.strip_prefix("pub async fn ") else { continue };
+                let Some(rest) = line.strip_prefix("pub async fn ") else {
+                    continue;
+                };
                 let name = rest.split('<').next().unwrap_or_default();
                 found += 1;
                 assert!(
@@ -64,7 +66,10 @@ mod tests {
             }
         }
         let listed_count = listed.split(',').filter(|l| !l.trim().is_empty()).count();
-        assert_eq!(found, listed_count, "the macro lists a check that does not exist");
+        assert_eq!(
+            found, listed_count,
+            "the macro lists a check that does not exist"
+        );
         assert!(found >= 12);
     }
 }

@@ -4,7 +4,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tollgate_core::{Counter, CounterStore, Error, Limiter, Retry, RetryPolicy, StoreError, Window};
+use tollgate_core::{
+    Counter, CounterStore, Error, Limiter, Retry, RetryPolicy, StoreError, Window,
+};
 use tracing::instrument::WithSubscriber;
 
 use crate::support::{clock, ok, rule, unique};
@@ -16,7 +18,10 @@ struct Logs(Arc<Mutex<Vec<u8>>>);
 
 impl Write for Logs {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(bytes);
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(bytes);
         Ok(bytes.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -52,23 +57,39 @@ pub async fn fail_open_allows_and_logs<H: Harness>(harness: &H) {
     ];
     let healthy = limiter.within(&limits).await;
     assert!(healthy.is_allowed() && !healthy.is_degraded());
-    assert!(!limiter.within(&limits).await.is_allowed(), "over the limit while healthy");
+    assert!(
+        !limiter.within(&limits).await.is_allowed(),
+        "over the limit while healthy"
+    );
 
     for fault in [Fault::Transient, Fault::Permanent] {
         store.set(fault);
         let logs = Logs::default();
         let verdict = logs.capture(limiter.within(&limits)).await;
         assert!(verdict.is_allowed(), "fail-open must allow on {fault:?}");
-        assert!(verdict.is_degraded(), "fail-open must mark the verdict degraded");
+        assert!(
+            verdict.is_degraded(),
+            "fail-open must mark the verdict degraded"
+        );
         assert!(verdict.usage().is_empty());
         let text = logs.text();
         assert!(text.contains("WARN"), "no warning logged: {text:?}");
-        assert!(text.contains("docs-run,publish"), "warning lacks the limit names: {text}");
-        let kind = if fault == Fault::Transient { "connection" } else { "backend" };
+        assert!(
+            text.contains("docs-run,publish"),
+            "warning lacks the limit names: {text}"
+        );
+        let kind = if fault == Fault::Transient {
+            "connection"
+        } else {
+            "backend"
+        };
         assert!(text.contains(kind), "warning lacks the error kind: {text}");
     }
     store.set(Fault::None);
-    assert!(!limiter.within(&limits).await.is_degraded(), "healthy again");
+    assert!(
+        !limiter.within(&limits).await.is_degraded(),
+        "healthy again"
+    );
 }
 
 /// Fail-closed: a store failure is the typed `Unavailable` error, whose
@@ -87,7 +108,10 @@ pub async fn fail_closed_returns_unavailable<H: Harness>(harness: &H) {
             match result {
                 Err(err @ Error::Unavailable(_)) => {
                     let text = err.to_string();
-                    assert!(!text.contains("limit:") && !text.contains("secret"), "{text}");
+                    assert!(
+                        !text.contains("limit:") && !text.contains("secret"),
+                        "{text}"
+                    );
                 }
                 other => panic!("fail-closed must be Unavailable on {fault:?}, got {other:?}"),
             }
@@ -104,7 +128,10 @@ pub async fn fail_closed_returns_unavailable<H: Harness>(harness: &H) {
 /// per-attempt timeout, and never retries `set_if_absent`.
 pub async fn retry_stops_after_three_attempts<H: Harness>(harness: &H) {
     let policy = RetryPolicy::default();
-    assert_eq!((policy.retries, policy.delay), (2, Duration::from_millis(100)));
+    assert_eq!(
+        (policy.retries, policy.delay),
+        (2, Duration::from_millis(100))
+    );
     assert_eq!(policy.worst_case(), Duration::from_millis(350));
     let store = Arc::new(Faulty::new(harness.open().await));
     let retry = Retry::new(store.clone(), policy);
@@ -117,18 +144,33 @@ pub async fn retry_stops_after_three_attempts<H: Harness>(harness: &H) {
     store.set(Fault::Transient);
     let started = Instant::now();
     let result = retry.increment(&counters).await;
-    assert!(matches!(result, Err(StoreError::Connection(_))), "{result:?}");
+    assert!(
+        matches!(result, Err(StoreError::Connection(_))),
+        "{result:?}"
+    );
     assert_eq!(store.calls(), 3, "2 retries after the first attempt");
-    assert!(started.elapsed() >= Duration::from_millis(200), "retries are 100 ms apart");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "retries are 100 ms apart"
+    );
 
     store.set(Fault::Permanent);
     let before = store.calls();
     assert!(retry.increment_within(&counters).await.is_err());
-    assert_eq!(store.calls() - before, 1, "a permanent failure is not retried");
+    assert_eq!(
+        store.calls() - before,
+        1,
+        "a permanent failure is not retried"
+    );
 
     store.set(Fault::Transient);
     let before = store.calls();
-    assert!(retry.set_if_absent("dedup:retry", Duration::from_secs(5)).await.is_err());
+    assert!(
+        retry
+            .set_if_absent("dedup:retry", Duration::from_secs(5))
+            .await
+            .is_err()
+    );
     assert_eq!(store.calls() - before, 1, "set_if_absent is never retried");
 
     store.set(Fault::Hang);
@@ -139,7 +181,10 @@ pub async fn retry_stops_after_three_attempts<H: Harness>(harness: &H) {
     assert!(matches!(result, Err(StoreError::Timeout(_))), "{result:?}");
     assert_eq!(store.calls() - before, 3);
     assert!(elapsed >= policy.worst_case(), "{elapsed:?}");
-    assert!(elapsed < Duration::from_secs(2), "a hanging store held the call {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(2),
+        "a hanging store held the call {elapsed:?}"
+    );
 
     store.set(Fault::None);
     assert_eq!(ok(retry.increment(&counters).await, "increment"), [1]);

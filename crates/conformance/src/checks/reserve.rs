@@ -12,7 +12,10 @@ pub async fn refused_reservation_changes_no_counter<H: Harness>(harness: &H) {
     let clock = clock();
     let limiter = limiter(harness.open().await, &clock);
     let id = unique();
-    let own = ok(rule("own", 2, Window::DAY).limit(&[&id, "visitor"]), "limit");
+    let own = ok(
+        rule("own", 2, Window::DAY).limit(&[&id, "visitor"]),
+        "limit",
+    );
     let shared = ok(rule("shared", 100, Window::DAY).limit(&[&id]), "limit");
     let limits = [own.clone(), shared.clone()];
     for _ in 0..2 {
@@ -20,21 +23,43 @@ pub async fn refused_reservation_changes_no_counter<H: Harness>(harness: &H) {
     }
     for _ in 0..10 {
         let verdict = ok(limiter.reserve(&limits).await, "reserve");
-        let limited = verdict.limited().unwrap_or_else(|| panic!("own limit of 2 is full"));
+        let limited = verdict
+            .limited()
+            .unwrap_or_else(|| panic!("own limit of 2 is full"));
         assert_eq!(limited.limit(), "own");
-        assert!(!verdict.usage()[1].is_over(), "the shared limit is not over");
+        assert!(
+            !verdict.usage()[1].is_over(),
+            "the shared limit is not over"
+        );
     }
     let left = ok(limiter.remaining(&[own, shared]).await, "remaining");
     assert_eq!(left[0].remaining(), 0);
-    assert_eq!(left[1].remaining(), 98, "refused reservations spent shared budget");
+    assert_eq!(
+        left[1].remaining(),
+        98,
+        "refused reservations spent shared budget"
+    );
 
     // Refused because the shared limit is full: the caller's own counter is untouched.
     let tight = ok(rule("tight", 1, Window::DAY).limit(&[&id]), "limit");
-    let fresh = ok(rule("own", 2, Window::DAY).limit(&[&id, "newcomer"]), "limit");
-    assert!(ok(limiter.reserve(std::slice::from_ref(&tight)).await, "reserve").is_allowed());
+    let fresh = ok(
+        rule("own", 2, Window::DAY).limit(&[&id, "newcomer"]),
+        "limit",
+    );
+    assert!(
+        ok(
+            limiter.reserve(std::slice::from_ref(&tight)).await,
+            "reserve"
+        )
+        .is_allowed()
+    );
     assert!(!ok(limiter.reserve(&[fresh.clone(), tight]).await, "reserve").is_allowed());
     let left = ok(limiter.remaining(&[fresh]).await, "remaining");
-    assert_eq!(left[0].remaining(), 2, "a refused reservation spent the caller's own budget");
+    assert_eq!(
+        left[0].remaining(),
+        2,
+        "a refused reservation spent the caller's own budget"
+    );
 }
 
 /// Reservations racing on a shared limit are allowed exactly `max` times,
@@ -58,7 +83,14 @@ pub async fn racing_reservations_allow_exactly_max<H: Harness>(harness: &H) {
         async move { ok(limiter.reserve(&limits).await, "reserve").is_allowed() }
     })
     .await;
-    assert_eq!(allowed, MAX as usize, "{CALLERS} racing reservations with max {MAX}");
+    assert_eq!(
+        allowed, MAX as usize,
+        "{CALLERS} racing reservations with max {MAX}"
+    );
     let left = ok(limiters[0].remaining(&[shared]).await, "remaining");
-    assert_eq!(left[0].remaining(), 0, "the shared counter must end exactly at max");
+    assert_eq!(
+        left[0].remaining(),
+        0,
+        "the shared counter must end exactly at max"
+    );
 }

@@ -1,0 +1,192 @@
+//! `tollgate-bench`: closed-loop load against a tollgate store and, for
+//! Redis, against the raw ceiling of the same work in the same run.
+
+mod args;
+mod chart;
+mod load;
+mod report;
+mod sides;
+
+use std::error::Error;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use tollgate::{Limiter, Rule};
+
+use args::{Args, Flavor};
+use load::Keys;
+use report::{Report, Round};
+use sides::{Raw, Tollgate};
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match args.runtime {
+        Flavor::Multi => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+        Flavor::Current => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    };
+    let result = runtime
+        .map_err(Into::into)
+        .and_then(|rt| rt.block_on(run(args)));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("tollgate-bench: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn Error>> {
+    let rules: Arc<[Rule]> = sides::rules(args.limits).into();
+    let keys = Keys {
+        count: args.keys,
+        hot: args.hot,
+    };
+    let tollgate = tollgate_side(&args, rules.clone())?;
+    let raw = raw_side(&args, rules.clone()).await?;
+    let duration = Duration::from_secs_f64(args.duration.max(0.0));
+    let warmup = Duration::from_secs_f64(args.warmup.max(0.0));
+
+    if !warmup.is_zero() {
+        load::run(&tollgate, args.concurrency, warmup, keys).await;
+        if let Some(raw) = &raw {
+            load::run(raw, args.concurrency, warmup, keys).await;
+        }
+    }
+    let mut rounds = Vec::new();
+    for _ in 0..args.rounds.max(1) {
+        let sample = load::run(&tollgate, args.concurrency, duration, keys).await;
+        rounds.push(Round::new("tollgate", &sample));
+        if let Some(raw) = &raw {
+            let sample = load::run(raw, args.concurrency, duration, keys).await;
+            rounds.push(Round::new("raw", &sample));
+        }
+    }
+    let report = Report {
+        store: scheme(&args.store).to_owned(),
+        setup: setup(&args, raw.is_some()).await,
+        rounds,
+        ratio_checks_per_sec: None,
+        ratio_p99: None,
+    }
+    .finish();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+    }
+    if let Some(path) = &args.chart {
+        sweep(&args, path, keys, duration).await?;
+    }
+    Ok(())
+}
+
+fn scheme(url: &str) -> &str {
+    url.split(':').next().unwrap_or(url)
+}
+
+fn tollgate_side(args: &Args, rules: Arc<[Rule]>) -> Result<Tollgate, Box<dyn Error>> {
+    let store = tollgate::open_store(&args.store)?;
+    Ok(Tollgate {
+        limiter: Limiter::new(store),
+        rules,
+        mode: args.mode,
+    })
+}
+
+async fn raw_side(args: &Args, rules: Arc<[Rule]>) -> Result<Option<Raw>, Box<dyn Error>> {
+    if args.no_raw || !scheme(&args.store).starts_with("redis") {
+        return Ok(None);
+    }
+    let client = redis::Client::open(args.store.as_str())?;
+    Ok(Some(Raw {
+        connection: client.get_multiplexed_async_connection().await?,
+        rules,
+        mode: args.mode,
+        script: Arc::new(redis::Script::new(tollgate::redis::RESERVE_SCRIPT)),
+    }))
+}
+
+async fn setup(args: &Args, raw: bool) -> serde_json::Value {
+    let workers = match args.runtime {
+        Flavor::Multi => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        Flavor::Current => 1,
+    };
+    serde_json::json!({
+        "concurrency": args.concurrency,
+        "limits": args.limits,
+        "keys": args.keys,
+        "hot": args.hot,
+        "mode": args.mode,
+        "duration_s": args.duration,
+        "rounds": args.rounds,
+        "runtime": args.runtime,
+        "worker_threads": workers,
+        "connections": if raw { "1 multiplexed each (tollgate, raw)" } else { "store default" },
+        "redis_version": if raw { redis_version(&args.store).await } else { None },
+    })
+}
+
+async fn redis_version(url: &str) -> Option<String> {
+    let client = redis::Client::open(url).ok()?;
+    let mut connection = client.get_multiplexed_async_connection().await.ok()?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut connection)
+        .await
+        .ok()?;
+    let line = info.lines().find(|l| l.starts_with("redis_version:"))?;
+    Some(line.trim_start_matches("redis_version:").trim().to_owned())
+}
+
+/// Latency against concurrency for 1 and 4 limits (tollgate, and the raw
+/// ceiling for Redis), drawn into `path`.
+async fn sweep(
+    args: &Args,
+    path: &std::path::Path,
+    keys: Keys,
+    duration: Duration,
+) -> Result<(), Box<dyn Error>> {
+    const LEVELS: [usize; 7] = [1, 2, 5, 10, 25, 50, 100];
+    let mut series = Vec::new();
+    for limits in [1u16, 4] {
+        let rules: Arc<[Rule]> = sides::rules(limits).into();
+        let tollgate = tollgate_side(args, rules.clone())?;
+        let raw = raw_side(args, rules).await?;
+        let mut lines = vec![
+            (format!("tollgate p50, {limits} limit(s)"), Vec::new()),
+            (format!("tollgate p99, {limits} limit(s)"), Vec::new()),
+        ];
+        if raw.is_some() {
+            lines.push((format!("raw p99, {limits} limit(s)"), Vec::new()));
+        }
+        for level in LEVELS {
+            let sample = load::run(&tollgate, level, duration, keys).await;
+            lines[0].1.push((level as f64, sample.millis(0.5)));
+            lines[1].1.push((level as f64, sample.millis(0.99)));
+            if let Some(raw) = &raw {
+                let sample = load::run(raw, level, duration, keys).await;
+                lines[2].1.push((level as f64, sample.millis(0.99)));
+            }
+            eprintln!("sweep: {limits} limit(s), {level} in flight done");
+        }
+        series.extend(
+            lines
+                .into_iter()
+                .map(|(label, points)| chart::Series { label, points }),
+        );
+    }
+    let title = format!(
+        "tollgate on {}: latency against checks in flight",
+        scheme(&args.store)
+    );
+    chart::draw(path, &title, &series)?;
+    eprintln!("chart written to {}", path.display());
+    Ok(())
+}

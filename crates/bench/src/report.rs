@@ -1,0 +1,116 @@
+//! The report: a table for people, JSON for tools.
+
+use serde::Serialize;
+
+use crate::load::Sample;
+
+/// One measured round of one side.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Round {
+    /// `tollgate` or `raw`.
+    pub(crate) side: &'static str,
+    /// Successful checks per second.
+    pub(crate) checks_per_sec: f64,
+    /// Latency quantiles, in milliseconds.
+    pub(crate) p50_ms: f64,
+    /// 99th percentile.
+    pub(crate) p99_ms: f64,
+    /// 99.9th percentile.
+    pub(crate) p999_ms: f64,
+    /// Failed checks.
+    pub(crate) errors: u64,
+}
+
+impl Round {
+    pub(crate) fn new(side: &'static str, sample: &Sample) -> Round {
+        Round {
+            side,
+            checks_per_sec: sample.rate(),
+            p50_ms: sample.millis(0.5),
+            p99_ms: sample.millis(0.99),
+            p999_ms: sample.millis(0.999),
+            errors: sample.errors,
+        }
+    }
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Report {
+    /// The store URL's scheme (no host or password).
+    pub(crate) store: String,
+    /// How the run was set up.
+    pub(crate) setup: serde_json::Value,
+    /// Every round, in the order run.
+    pub(crate) rounds: Vec<Round>,
+    /// Median tollgate checks/s over median raw checks/s.
+    pub(crate) ratio_checks_per_sec: Option<f64>,
+    /// Median tollgate p99 over median raw p99 (lower is better).
+    pub(crate) ratio_p99: Option<f64>,
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+impl Report {
+    fn side(&self, side: &str, field: fn(&Round) -> f64) -> Option<f64> {
+        median(
+            self.rounds
+                .iter()
+                .filter(|r| r.side == side)
+                .map(field)
+                .collect(),
+        )
+    }
+
+    /// Fills the ratios from the rounds.
+    pub(crate) fn finish(mut self) -> Report {
+        let rate = |r: &Round| r.checks_per_sec;
+        let p99 = |r: &Round| r.p99_ms;
+        self.ratio_checks_per_sec = self
+            .side("tollgate", rate)
+            .zip(self.side("raw", rate))
+            .map(|(a, b)| a / b);
+        self.ratio_p99 = self
+            .side("tollgate", p99)
+            .zip(self.side("raw", p99))
+            .map(|(a, b)| a / b);
+        self
+    }
+
+    /// The report as a table.
+    pub(crate) fn table(&self) -> String {
+        let mut out = format!("store: {}\nsetup: {}\n\n", self.store, self.setup);
+        out.push_str("side        checks/s    p50 ms    p99 ms  p99.9 ms   errors\n");
+        for r in &self.rounds {
+            out.push_str(&format!(
+                "{:<9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>8}\n",
+                r.side, r.checks_per_sec, r.p50_ms, r.p99_ms, r.p999_ms, r.errors
+            ));
+        }
+        for side in ["tollgate", "raw"] {
+            if let (Some(rate), Some(p99)) = (
+                self.side(side, |r| r.checks_per_sec),
+                self.side(side, |r| r.p99_ms),
+            ) {
+                out.push_str(&format!(
+                    "median {side:<9} {rate:>10.0} checks/s, p99 {p99:.3} ms\n"
+                ));
+            }
+        }
+        match (self.ratio_checks_per_sec, self.ratio_p99) {
+            (Some(rate), Some(p99)) => out.push_str(&format!(
+                "tollgate / raw: checks/s {rate:.3}, p99 {p99:.3}\n"
+            )),
+            _ => out.push_str("tollgate / raw: no raw ceiling for this store\n"),
+        }
+        out
+    }
+}

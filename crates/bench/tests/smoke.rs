@@ -1,0 +1,86 @@
+//! A smoke run of the benchmark binary: a second against the memory store,
+//! and a second against a private Redis with its raw ceiling. Benchmarks
+//! themselves are not run in CI.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+use tollgate_conformance::redis_server::RedisServer;
+
+fn bench(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-bench"))
+        .args([
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--rounds",
+            "1",
+            "--concurrency",
+            "8",
+            "--json",
+        ])
+        .args(args)
+        .output()
+        .expect("run tollgate-bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+fn rate(report: &serde_json::Value, side: &str) -> f64 {
+    let rounds = report["rounds"].as_array().expect("rounds");
+    let round = rounds
+        .iter()
+        .find(|r| r["side"] == side)
+        .expect("a round of this side");
+    assert_eq!(round["errors"], 0, "{report}");
+    round["checks_per_sec"].as_f64().expect("checks_per_sec")
+}
+
+#[test]
+fn memory_store_smoke_run_reports_checks() {
+    let report = bench(&["--store", "memory", "--limits", "4", "--mode", "reserve"]);
+    assert!(rate(&report, "tollgate") > 0.0, "{report}");
+    assert!(
+        report["ratio_checks_per_sec"].is_null(),
+        "no raw ceiling for memory"
+    );
+}
+
+#[test]
+fn redis_smoke_run_compares_with_the_raw_ceiling() {
+    let server = RedisServer::start();
+    for mode in ["count", "reserve"] {
+        let report = bench(&["--store", &server.url(), "--limits", "4", "--mode", mode]);
+        assert!(
+            rate(&report, "tollgate") > 0.0 && rate(&report, "raw") > 0.0,
+            "{report}"
+        );
+        assert!(
+            report["ratio_checks_per_sec"].as_f64().is_some(),
+            "{report}"
+        );
+    }
+}
+
+#[test]
+fn sqlite_smoke_run_reports_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("bench.sqlite3").display());
+    let report = bench(&["--store", &store, "--limits", "2"]);
+    assert!(rate(&report, "tollgate") > 0.0, "{report}");
+}
+
+#[test]
+fn unknown_store_fails_with_a_message() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-bench"))
+        .args(["--store", "carrier-pigeon://x", "--duration", "0.1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("scheme"));
+}

@@ -1,0 +1,129 @@
+//! Starting the service: store, rules, router, listener.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tollgate::axum::Trust;
+use tollgate::{Limiter, OpenError, RuleSet};
+
+use crate::{Options, app};
+
+/// Why the service could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The store URL is unknown, not compiled in, or the store refused to open.
+    #[error("invalid --store")]
+    Store(#[source] OpenError),
+    /// The rules file cannot be read.
+    #[error("cannot read the rules file {}", path.display())]
+    ReadRules {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The rules file is invalid, or lacks a rule the demo uses.
+    #[error("invalid rules{}", path.as_ref().map(|p| format!(" in {}", p.display())).unwrap_or_default())]
+    Rules {
+        /// The file, if not the shipped defaults.
+        path: Option<PathBuf>,
+        /// What is wrong.
+        #[source]
+        source: tollgate::Error,
+    },
+    /// The trust setting is invalid.
+    #[error("invalid --trust")]
+    Trust(#[source] tollgate::axum::Error),
+    /// The listen address cannot be bound.
+    #[error("cannot listen on {addr}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The server failed while serving.
+    #[error("the server failed")]
+    Serve(#[source] io::Error),
+}
+
+/// Starts the service the options describe and serves until `shutdown` completes.
+///
+/// # Errors
+///
+/// A [`StartError`] saying which option is wrong, or that serving failed.
+pub async fn run(
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
+    let store = tollgate::open_store(&options.store).map_err(StartError::Store)?;
+    let rules = match &options.rules {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| StartError::ReadRules {
+                path: path.clone(),
+                source,
+            })?;
+            RuleSet::from_toml(&text).map_err(|source| StartError::Rules {
+                path: Some(path.clone()),
+                source,
+            })?
+        }
+        None => RuleSet::defaults(),
+    };
+    let visitors = options.visitors().map_err(StartError::Trust)?;
+    if matches!(visitors.trust(), Trust::XForwardedFor(proxies) if proxies.is_empty()) {
+        tracing::warn!(
+            "--trust x-forwarded-for without --trusted-proxy: the peer address is the visitor"
+        );
+    }
+    let router =
+        app(Limiter::new(store), &rules, visitors).map_err(|source| StartError::Rules {
+            path: options.rules.clone(),
+            source,
+        })?;
+    let listener =
+        TcpListener::bind(options.listen)
+            .await
+            .map_err(|source| StartError::Listen {
+                addr: options.listen,
+                source,
+            })?;
+    let addr = listener.local_addr().map_err(StartError::Serve)?;
+    let store = options.store.split(':').next().unwrap_or_default();
+    tracing::info!(
+        store,
+        trust = %options.trust,
+        dev = options.dev,
+        rules = rules.len(),
+        "listening on http://{addr}"
+    );
+    serve(listener, router, shutdown)
+        .await
+        .map_err(StartError::Serve)
+}
+
+/// Serves `router` on `listener`, with each connection's peer address known
+/// to the visitor source, until `shutdown` completes and open connections end.
+///
+/// # Errors
+///
+/// An I/O error from the listener.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}

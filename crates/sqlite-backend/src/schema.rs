@@ -1,0 +1,126 @@
+//! Opening the file: pragmas, and the versioned schema, checked or created.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::{Error, SqliteOptions};
+
+/// The schema version this crate reads and writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The `PRAGMA application_id` of a counter store file: `toll` in ASCII.
+pub const APPLICATION_ID: i64 = 0x746f_6c6c;
+
+const CREATE: &str = "
+    CREATE TABLE counters (
+        key BLOB PRIMARY KEY NOT NULL,
+        value INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX counters_by_expiry ON counters (expires_at);
+";
+
+/// Opens `path` as a counter store, creating the file and schema when the
+/// file is new or empty. Every problem with the file is found here.
+pub(crate) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, Error> {
+    let failed = |err| Error::opening(path, err);
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(failed)?;
+    conn.busy_timeout(options.busy_timeout).map_err(failed)?;
+    if conn.is_readonly("main").map_err(failed)? {
+        return Err(Error::ReadOnly {
+            path: path.to_owned(),
+        });
+    }
+    // The first read of the file: a file that is not a database fails here.
+    // Several processes opening a new file at once may find it locked while
+    // another sets its journal mode; SQLite does not wait there by itself.
+    let deadline = Instant::now() + options.busy_timeout;
+    let mode = retry_busy(deadline, || wal(&conn)).map_err(failed)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::NoWal {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    conn.pragma_update(None, "synchronous", options.durability.synchronous())
+        .map_err(failed)?;
+    retry_busy(deadline, || prepare_schema(&mut conn, path)).map_err(failed)??;
+    Ok(conn)
+}
+
+/// Puts the file in WAL mode unless it is already; the journal mode kept.
+fn wal(conn: &Connection) -> rusqlite::Result<String> {
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |row| row.get(0))?;
+    if mode.eq_ignore_ascii_case("wal") {
+        return Ok(mode);
+    }
+    conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+}
+
+/// Runs `step` again while it fails because the file is busy, until `deadline`.
+fn retry_busy<T>(
+    deadline: Instant,
+    mut step: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match step() {
+            Err(err) if is_busy(&err) && Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            result => return result,
+        }
+    }
+}
+
+fn is_busy(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Checks the schema of the file, or creates it in an empty file. Runs in a
+/// write transaction, so two processes opening a new file at once agree.
+/// The outer error is SQLite's; the inner one refuses the file.
+fn prepare_schema(conn: &mut Connection, path: &Path) -> rusqlite::Result<Result<(), Error>> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let application_id: i64 = tx.pragma_query_value(None, "application_id", |row| row.get(0))?;
+    let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    let tables: i64 = tx.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+    let ours: i64 = tx.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'counters'",
+        [],
+        |row| row.get(0),
+    )?;
+    let foreign = Error::ForeignDatabase {
+        path: path.to_owned(),
+    };
+    if application_id != 0 && application_id != APPLICATION_ID {
+        return Ok(Err(foreign));
+    }
+    match version {
+        0 if tables == 0 => {
+            tx.execute_batch(CREATE)?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        }
+        SCHEMA_VERSION if ours == 1 => {}
+        0 | SCHEMA_VERSION => return Ok(Err(foreign)),
+        found => {
+            return Ok(Err(Error::UnknownSchemaVersion {
+                path: path.to_owned(),
+                found,
+                supported: SCHEMA_VERSION,
+            }));
+        }
+    }
+    tx.commit()?;
+    Ok(Ok(()))
+}

@@ -1,0 +1,76 @@
+//! The worker lives as long as a store handle does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use tollgate_core::{Counter, CounterStore};
+use tollgate_sqlite::SqliteStore;
+
+fn counter() -> Counter {
+    Counter {
+        key: "limit:a:1".into(),
+        ttl: Duration::from_secs(60),
+        max: 10,
+    }
+}
+
+#[tokio::test]
+async fn a_clone_keeps_the_worker_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("limits.sqlite")).unwrap();
+    let clone = store.clone();
+    store.increment(&[counter()]).await.unwrap();
+    drop(store);
+    assert_eq!(clone.increment(&[counter()]).await.unwrap(), vec![2]);
+}
+
+#[tokio::test]
+async fn dropping_the_last_handle_closes_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.sqlite");
+    let wal = dir.path().join("limits.sqlite-wal");
+    let store = SqliteStore::open(&path).unwrap();
+    store.increment(&[counter()]).await.unwrap();
+    assert!(wal.exists(), "an open store in WAL mode has a log");
+    drop(store);
+    // The worker thread checkpoints and deletes the log when it closes the
+    // last connection; it does so on its own thread, so wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while wal.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the worker did not close the file"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let reopened = SqliteStore::open(&path).unwrap();
+    assert_eq!(reopened.increment(&[counter()]).await.unwrap(), vec![2]);
+}
+
+#[tokio::test]
+async fn many_stores_opening_a_new_file_at_once_all_succeed() {
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("limits.sqlite");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    SqliteStore::open(&path)
+                })
+            })
+            .collect();
+        let stores: Vec<SqliteStore> = threads
+            .into_iter()
+            .map(|t| t.join().unwrap().unwrap())
+            .collect();
+        for (i, store) in stores.iter().enumerate() {
+            assert_eq!(
+                store.increment(&[counter()]).await.unwrap(),
+                vec![i as u64 + 1]
+            );
+        }
+    }
+}

@@ -1,0 +1,27 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod open;
+
+pub use open::{OpenError, open_store};
+pub use tollgate_core::*;
+
+/// The axum guard, visitor identity and standard 429/503 responses (`tollgate-axum`).
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use tollgate_axum as axum;
+
+/// The in-memory store: a **test double**, counters vanish with the process (`tollgate-memory`).
+#[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub use tollgate_memory as memory;
+
+/// The production store, on Redis (`tollgate-redis`).
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use tollgate_redis as redis;
+
+/// A durable store in one SQLite file, for one machine (`tollgate-sqlite`).
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use tollgate_sqlite as sqlite;

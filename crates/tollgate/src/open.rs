@@ -1,0 +1,275 @@
+//! [`open_store`]: a store chosen at run time from a URL.
+
+use std::sync::Arc;
+
+use tollgate_core::{BoxError, CounterStore};
+
+/// Why [`open_store`] could not open a store. Messages never repeat the URL
+/// past its scheme, so a password in it is not shown.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The URL's scheme is not one of `redis`, `rediss`, `sqlite` or `memory`.
+    #[error("unknown store URL scheme `{0}`: expected redis://HOST, rediss://HOST or sqlite:PATH")]
+    UnknownScheme(String),
+    /// The store of this URL was not compiled in.
+    #[error(
+        "the {scheme} store is not compiled in: enable the `{feature}` feature of the tollgate crate"
+    )]
+    NotCompiled {
+        /// The URL's scheme, e.g. `redis://`.
+        scheme: &'static str,
+        /// The cargo feature that adds it.
+        feature: &'static str,
+    },
+    /// A `sqlite:` URL without a path.
+    #[error("the sqlite store URL has no path: write sqlite:PATH, e.g. sqlite:counters.sqlite3")]
+    MissingPath,
+    /// The store refused to open (unreachable file, invalid URL, …); the
+    /// store's own error is the source.
+    #[error("cannot open the {store} store")]
+    Open {
+        /// Which store: `redis` or `sqlite`.
+        store: &'static str,
+        /// The store's error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+/// Opens the store a URL names:
+///
+/// | URL | store | feature |
+/// |---|---|---|
+/// | `redis://[:PASSWORD@]HOST[:PORT][/DB]` | Redis | `redis` |
+/// | `rediss://…` | Redis over TLS | `redis-tls` |
+/// | `sqlite:PATH` (or `sqlite://PATH`) | one SQLite file | `sqlite` |
+/// | `memory` | in memory, a **test double** only | `test-util` |
+///
+/// Opening does not wait for a server: a Redis store connects on first use.
+///
+/// # Errors
+///
+/// [`OpenError::UnknownScheme`] for another scheme, [`OpenError::NotCompiled`]
+/// when the store's feature is off, [`OpenError::MissingPath`] for `sqlite:`
+/// alone and [`OpenError::Open`] when the store refuses to open.
+pub fn open_store(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    let url = url.trim();
+    let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
+    match scheme.to_ascii_lowercase().as_str() {
+        "redis" => redis(url),
+        "rediss" => rediss(url),
+        "sqlite" => {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(OpenError::MissingPath);
+            }
+            sqlite(path)
+        }
+        "memory" if rest.is_empty() => memory(),
+        _ => Err(OpenError::UnknownScheme(scheme.to_owned())),
+    }
+}
+
+#[cfg(feature = "redis")]
+fn redis(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    match tollgate_redis::RedisStore::open(url) {
+        Ok(store) => Ok(Arc::new(store)),
+        Err(err) => Err(OpenError::Open {
+            store: "redis",
+            source: Box::new(err),
+        }),
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+fn redis(_url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    Err(OpenError::NotCompiled {
+        scheme: "redis://",
+        feature: "redis",
+    })
+}
+
+#[cfg(feature = "redis-tls")]
+fn rediss(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    redis(url)
+}
+
+#[cfg(not(feature = "redis-tls"))]
+fn rediss(_url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    Err(OpenError::NotCompiled {
+        scheme: "rediss://",
+        feature: "redis-tls",
+    })
+}
+
+#[cfg(feature = "sqlite")]
+fn sqlite(path: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    match tollgate_sqlite::SqliteStore::open(path) {
+        Ok(store) => Ok(Arc::new(store)),
+        Err(err) => Err(OpenError::Open {
+            store: "sqlite",
+            source: Box::new(err),
+        }),
+    }
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn sqlite(_path: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    Err(OpenError::NotCompiled {
+        scheme: "sqlite:",
+        feature: "sqlite",
+    })
+}
+
+#[cfg(feature = "test-util")]
+fn memory() -> Result<Arc<dyn CounterStore>, OpenError> {
+    Ok(Arc::new(tollgate_memory::MemoryStore::new()))
+}
+
+#[cfg(not(feature = "test-util"))]
+fn memory() -> Result<Arc<dyn CounterStore>, OpenError> {
+    Err(OpenError::NotCompiled {
+        scheme: "memory",
+        feature: "test-util",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn error(url: &str) -> OpenError {
+        match open_store(url) {
+            Ok(store) => panic!("{url} opened {store:?}"),
+            Err(err) => err,
+        }
+    }
+
+    #[test]
+    fn unknown_schemes_are_named_without_the_rest_of_the_url() {
+        let err = error("postgres://user:hunter2@db/x");
+        assert!(matches!(&err, OpenError::UnknownScheme(s) if s == "postgres"));
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert!(matches!(
+            error("counters.sqlite3"),
+            OpenError::UnknownScheme(_)
+        ));
+        assert!(matches!(error(""), OpenError::UnknownScheme(_)));
+        assert!(matches!(error("memory:extra"), OpenError::UnknownScheme(_)));
+    }
+
+    #[test]
+    fn sqlite_without_a_path_is_an_error() {
+        assert!(matches!(error("sqlite:"), OpenError::MissingPath));
+        assert!(matches!(error("sqlite://"), OpenError::MissingPath));
+        assert!(matches!(error("sqlite"), OpenError::MissingPath));
+    }
+
+    #[cfg(not(feature = "redis"))]
+    #[test]
+    fn redis_without_its_feature_names_the_feature() {
+        let err = error("redis://:hunter2@127.0.0.1:1");
+        assert!(matches!(
+            err,
+            OpenError::NotCompiled {
+                feature: "redis",
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("`redis` feature"), "{err}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[cfg(not(feature = "redis-tls"))]
+    #[test]
+    fn rediss_without_tls_names_the_feature() {
+        let err = error("rediss://127.0.0.1:1");
+        assert!(matches!(
+            err,
+            OpenError::NotCompiled {
+                feature: "redis-tls",
+                ..
+            }
+        ));
+    }
+
+    #[cfg(not(feature = "sqlite"))]
+    #[test]
+    fn sqlite_without_its_feature_names_the_feature() {
+        let err = error("sqlite:counters.sqlite3");
+        assert!(matches!(
+            err,
+            OpenError::NotCompiled {
+                feature: "sqlite",
+                ..
+            }
+        ));
+    }
+
+    #[cfg(not(feature = "test-util"))]
+    #[test]
+    fn memory_is_only_a_test_double() {
+        assert!(matches!(
+            error("memory"),
+            OpenError::NotCompiled {
+                feature: "test-util",
+                ..
+            }
+        ));
+    }
+
+    #[cfg(feature = "test-util")]
+    #[test]
+    fn memory_opens_with_test_util() {
+        assert!(open_store("memory").is_ok());
+        assert!(open_store("memory:").is_ok());
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn redis_opens_without_a_server() {
+        // Lazy: nothing listens on port 1, and opening still succeeds.
+        assert!(open_store("redis://127.0.0.1:1").is_ok());
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn sqlite_url_opens_a_file_that_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("counters.sqlite3");
+        for url in [
+            format!("sqlite:{}", path.display()),
+            format!("sqlite://{}", path.display()),
+        ] {
+            let store = open_store(&url).unwrap();
+            let limiter = tollgate_core::Limiter::new(store);
+            let rule = tollgate_core::Rule::new("t", 5, tollgate_core::Window::DAY).unwrap();
+            let limit = rule.limit(&["x"]).unwrap();
+            assert!(limiter.count(&[limit]).await.unwrap().is_allowed());
+        }
+        assert!(path.exists());
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn unopenable_sqlite_file_is_an_open_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = error(&format!(
+            "sqlite:{}",
+            dir.path().join("no/such/dir/x.sqlite3").display()
+        ));
+        assert!(
+            matches!(
+                err,
+                OpenError::Open {
+                    store: "sqlite",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}
