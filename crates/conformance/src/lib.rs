@@ -17,11 +17,13 @@
 pub mod checks;
 mod faulty;
 mod harness;
+mod logs;
 pub mod redis_server;
 mod support;
 
 pub use faulty::{Fault, Faulty};
 pub use harness::Harness;
+pub use logs::Logs;
 pub use support::unique;
 
 /// Stamps out one `#[tokio::test]` per conformance check for a [`Harness`] type.

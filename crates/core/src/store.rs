@@ -14,7 +14,7 @@ use crate::StoreError;
 pub struct Counter {
     /// The stored key, e.g. `limit:ask:docs:203.0.113.9:20421`.
     pub key: String,
-    /// The lifetime the counter is given (again) on every increment.
+    /// The counter's lifetime: it expires at most this long after an increment.
     pub ttl: Duration,
     /// The ceiling checked by [`CounterStore::increment_within`]; ignored by
     /// [`CounterStore::increment`].
@@ -51,7 +51,9 @@ pub enum Expiry {
 ///
 /// - Each method is one round trip to the store, whatever the batch size.
 /// - Increment and expiry are atomic per counter: a counter is never visible
-///   without a lifetime, and an increment sets its lifetime to `ttl` again.
+///   without a lifetime, and that lifetime never reaches past `ttl` after its
+///   latest increment (a store may set it on every increment, as Redis does,
+///   or only when the counter starts, as SQLite does).
 /// - [`increment_within`](CounterStore::increment_within) is atomic across
 ///   the whole batch: it increments every counter or none.
 /// - Concurrent callers (tasks, processes, machines sharing the store) never

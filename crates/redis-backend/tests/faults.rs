@@ -9,7 +9,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::relay::Relay;
-use support::{BOUND, Logs, admin, limits, run};
+use support::{BOUND, admin, limits, run};
+use tollgate_conformance::Logs;
 use tollgate_conformance::redis_server::{RedisServer, RedisServerOptions};
 use tollgate_core::{Clock, CounterStore, Error, Expiry, Limiter, ManualClock};
 use tollgate_redis::RedisStore;

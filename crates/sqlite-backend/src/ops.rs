@@ -17,21 +17,15 @@ use tollgate_core::{Counter, Expiry, Reservation};
 /// `Ok(T)` or a failure, whether from SQLite or an unreadable value.
 pub(crate) type Result<T> = std::result::Result<T, rusqlite::Error>;
 
-/// Increments, replacing an expired row.
-const INCREMENT: &str = "
-    INSERT INTO counters (key, value, expires_at) VALUES (?1, 1, ?2)
-    ON CONFLICT (key) DO UPDATE SET
-        value = CASE WHEN expires_at > ?3 THEN value + 1 ELSE 1 END,
-        expires_at = excluded.expires_at";
+/// Increments a live counter that is below `?2`. Only `value` changes, so
+/// the expiry index is left alone: a counter keeps the lifetime it was
+/// created with (at most one `ttl` after any of its increments).
+const BUMP: &str = "UPDATE counters SET value = value + 1 WHERE key = ?1 AND value < ?2";
 
-/// As [`INCREMENT`], but only while the live count is below `?4`: changes
-/// no row when the counter is full.
-const INCREMENT_BELOW: &str = "
+/// Starts a counter at 1, replacing an expired row.
+const START: &str = "
     INSERT INTO counters (key, value, expires_at) VALUES (?1, 1, ?2)
-    ON CONFLICT (key) DO UPDATE SET
-        value = CASE WHEN expires_at > ?3 THEN value + 1 ELSE 1 END,
-        expires_at = excluded.expires_at
-    WHERE expires_at <= ?3 OR value < ?4";
+    ON CONFLICT (key) DO UPDATE SET value = 1, expires_at = excluded.expires_at";
 
 /// The live count of a key.
 const COUNT: &str = "SELECT value FROM counters WHERE key = ?1 AND expires_at > ?2";
@@ -78,19 +72,40 @@ pub(crate) fn increment(
     counters: &[Counter],
     now: Duration,
 ) -> Result<Vec<u64>> {
-    let mut write = conn.prepare_cached(INCREMENT)?;
     counters
         .iter()
         .map(|c| {
             let before = current(conn, &c.key, now)?;
-            write.execute(params![
-                c.key.as_bytes(),
-                expires_at(now, c.ttl),
-                millis(now)
-            ])?;
-            Ok(before.saturating_add(1))
+            bump(conn, c, before, u64::MAX, now)
         })
         .collect()
+}
+
+/// Adds one to a counter whose live count is `before` (`None`: absent or
+/// expired), if it is below `max`; the new count. The worker holds the
+/// write lock, so `before` is still true; a counter that changed anyway
+/// fails the call, which its batch then rolls back.
+fn bump(
+    conn: &Connection,
+    c: &Counter,
+    before: Option<u64>,
+    max: u64,
+    now: Duration,
+) -> Result<u64> {
+    let changed = match before {
+        Some(_) => {
+            let max = i64::try_from(max).unwrap_or(i64::MAX);
+            conn.prepare_cached(BUMP)?
+                .execute(params![c.key.as_bytes(), max])?
+        }
+        None => conn
+            .prepare_cached(START)?
+            .execute(params![c.key.as_bytes(), expires_at(now, c.ttl)])?,
+    };
+    match changed {
+        1 => Ok(before.unwrap_or(0).saturating_add(1)),
+        changed => Err(rusqlite::Error::StatementChangedRows(changed)),
+    }
 }
 
 /// Increments every counter if each stays within its max, else none and
@@ -105,41 +120,37 @@ pub(crate) fn increment_within(
     let before = counters
         .iter()
         .map(|c| current(conn, &c.key, now))
-        .collect::<Result<Vec<u64>>>()?;
+        .collect::<Result<Vec<Option<u64>>>>()?;
     if counters
         .iter()
         .zip(&before)
-        .any(|(c, &count)| count >= c.max)
+        .any(|(c, count)| count.unwrap_or(0) >= c.max)
     {
         return Ok(Reservation {
             applied: false,
-            counts: before,
+            counts: before.into_iter().map(|n| n.unwrap_or(0)).collect(),
         });
     }
-    let mut write = conn.prepare_cached(INCREMENT_BELOW)?;
-    for c in counters {
-        let max = i64::try_from(c.max).unwrap_or(i64::MAX);
-        let params = params![c.key.as_bytes(), expires_at(now, c.ttl), millis(now), max];
-        match write.execute(params)? {
-            1 => {}
-            changed => return Err(rusqlite::Error::StatementChangedRows(changed)),
-        }
-    }
+    let counts = counters
+        .iter()
+        .zip(before)
+        .map(|(c, before)| bump(conn, c, before, c.max, now))
+        .collect::<Result<Vec<u64>>>()?;
     Ok(Reservation {
         applied: true,
-        counts: before.into_iter().map(|n| n.saturating_add(1)).collect(),
+        counts,
     })
 }
 
-/// The live count of `key`, 0 when absent or expired; changes nothing.
-fn current(conn: &Connection, key: &str, now: Duration) -> Result<u64> {
+/// The live count of `key`, `None` when absent or expired; changes nothing.
+fn current(conn: &Connection, key: &str, now: Duration) -> Result<Option<u64>> {
     let mut stmt = conn.prepare_cached(COUNT)?;
     let value = stmt
         .query_row(params![key.as_bytes(), millis(now)], |row| {
             row.get::<_, i64>(0)
         })
         .optional()?;
-    value.map_or(Ok(0), count)
+    value.map(count).transpose()
 }
 
 /// The live counts of `keys`, 0 when absent; removes the expired rows it meets.

@@ -1,49 +1,14 @@
 //! Failure policies and the retry bound, over a store that fails on demand.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tollgate_core::{
     Counter, CounterStore, Error, Limiter, Retry, RetryPolicy, StoreError, Window,
 };
-use tracing::instrument::WithSubscriber;
 
 use crate::support::{clock, ok, rule, unique};
-use crate::{Fault, Faulty, Harness};
-
-/// Log lines written while a future runs.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    async fn capture<F: std::future::Future>(&self, future: F) -> F::Output {
-        let logs = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::WARN)
-            .with_writer(move || logs.clone())
-            .finish();
-        future.with_subscriber(subscriber).await
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
-    }
-}
+use crate::{Fault, Faulty, Harness, Logs};
 
 /// Fail-open: a store failure is logged as a warning naming the limits and
 /// the error kind, and the call is allowed with a degraded verdict.

@@ -4,13 +4,10 @@
 
 pub mod relay;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate_conformance::unique;
 use tollgate_core::{Limit, Rule, Window};
-use tracing::instrument::WithSubscriber;
 
 /// The failure bound stated in the crate docs: a check against a dead or
 /// frozen server returns within this, with the default retry policy.
@@ -48,36 +45,4 @@ pub async fn run(conn: &mut redis::aio::MultiplexedConnection, args: &[&str]) ->
         cmd.arg(*arg);
     }
     cmd.query_async(conn).await.unwrap()
-}
-
-/// Log lines written while a future runs.
-#[derive(Clone, Default)]
-pub struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    /// Runs `future`, keeping what it logs at WARN and above.
-    pub async fn capture<F: std::future::Future>(&self, future: F) -> F::Output {
-        let logs = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::WARN)
-            .with_writer(move || logs.clone())
-            .finish();
-        future.with_subscriber(subscriber).await
-    }
-
-    /// What was logged.
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
 }

@@ -1,0 +1,41 @@
+//! [`Logs`]: what a future logged, for tests of logging policies.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use tracing::instrument::WithSubscriber;
+
+/// Log lines written while a future runs (WARN and above), without ANSI colours.
+#[derive(Clone, Debug, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    /// Runs `future`, keeping what it logs at WARN and above.
+    pub async fn capture<F: std::future::Future>(&self, future: F) -> F::Output {
+        let logs = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .with_writer(move || logs.clone())
+            .finish();
+        future.with_subscriber(subscriber).await
+    }
+
+    /// What was logged.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+    }
+}
