@@ -31,9 +31,12 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The longest a call can take under this policy, failing every attempt on
-    /// its timeout: `(retries + 1) × timeout + retries × delay` (350 ms by default).
+    /// its timeout: `(retries + 1) × timeout + retries × delay` (350 ms by
+    /// default), saturating at [`Duration::MAX`] rather than panicking.
     pub fn worst_case(&self) -> Duration {
-        self.timeout * (self.retries + 1) + self.delay * self.retries
+        self.timeout
+            .saturating_mul(self.retries.saturating_add(1))
+            .saturating_add(self.delay.saturating_mul(self.retries))
     }
 }
 
@@ -119,5 +122,24 @@ impl<S: CounterStore> CounterStore for Retry<S> {
 
     async fn expiry(&self, key: &str) -> Result<Expiry, StoreError> {
         self.run(|| self.inner.expiry(key)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worst_case_saturates_instead_of_panicking() {
+        assert_eq!(
+            RetryPolicy::default().worst_case(),
+            Duration::from_millis(350)
+        );
+        let huge = RetryPolicy {
+            retries: u32::MAX,
+            delay: Duration::MAX,
+            timeout: Duration::MAX,
+        };
+        assert_eq!(huge.worst_case(), Duration::MAX);
     }
 }

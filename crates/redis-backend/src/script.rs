@@ -5,7 +5,9 @@
 /// them all and sets their lifetimes. Returns `{applied, count...}`: the new
 /// counts when applied (1), the current ones when not (0).
 ///
-/// Redis runs a script atomically, so no other command sees a partial batch.
+/// Redis runs a script atomically, so no other command sees a partial batch;
+/// every stored value is checked before the first `INCR`, so the script
+/// never fails with some counters incremented.
 /// Lua numbers are doubles: counts and maxes are exact up to 2^53.
 pub const RESERVE: &str = r"
 local n = #KEYS
@@ -15,10 +17,13 @@ for i = 1, n do
   local value = redis.call('GET', KEYS[i])
   local count = 0
   if value then
-    count = tonumber(value)
-    if count == nil then
+    -- Only what INCR accepts and a count can be (no sign, space, dot,
+    -- exponent or leading zero): refused here, before any write, since a
+    -- script that fails midway keeps the writes it made.
+    if value ~= '0' and not string.find(value, '^[1-9]%d*$') then
       return redis.error_reply('ERR counter is not an integer')
     end
+    count = tonumber(value)
   end
   counts[i] = count
   if count >= tonumber(ARGV[2 * i]) then

@@ -264,3 +264,35 @@ async fn a_read_only_server_is_busy_and_a_wrong_type_is_a_backend_failure() {
     let err = store.get(&[batch[0].key.clone()]).await.unwrap_err();
     assert!(matches!(err, StoreError::InvalidReply(_)), "{err:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_over_a_malformed_counter_changes_nothing() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+    let id = tollgate_conformance::unique();
+    let counter = |key: String| Counter {
+        key,
+        ttl: Duration::from_secs(60),
+        max: 5,
+    };
+    // Values Lua reads as numbers but INCR refuses: the refusal must come
+    // before the first INCR, or the counters ahead of it stay incremented.
+    for (i, text) in ["1.5", " 3", "07", "1e2", "-2", "0x10"]
+        .into_iter()
+        .enumerate()
+    {
+        let batch = [
+            counter(format!("limit:fine:{id}:{i}")),
+            counter(format!("limit:bad:{id}:{i}")),
+        ];
+        run(&mut admin, &["SET", &batch[1].key, text]).await;
+        let err = store.increment_within(&batch).await.unwrap_err();
+        assert!(!err.is_transient(), "{text:?}: {err:?}");
+        assert_eq!(
+            run(&mut admin, &["EXISTS", &batch[0].key]).await,
+            Value::Int(0),
+            "a reservation refused over {text:?} incremented another counter"
+        );
+    }
+}
