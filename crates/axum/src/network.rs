@@ -28,17 +28,27 @@ impl Network {
     /// The network of `addr` with a `prefix`-bit mask; an error when the
     /// prefix is longer than the address.
     pub fn new(addr: IpAddr, prefix: u8) -> Result<Network, Error> {
-        let addr = addr.to_canonical();
-        if prefix > bits(addr) {
-            return Err(Error::InvalidNetwork {
-                text: format!("{addr}/{prefix}"),
-                reason: "the prefix is longer than the address",
-            });
-        }
-        Ok(Network { addr, prefix })
+        Network::canonical(addr, prefix).ok_or_else(|| Error::InvalidNetwork {
+            text: format!("{addr}/{prefix}"),
+            reason: "the prefix is longer than the address",
+        })
     }
 
-    /// The address as given.
+    /// The network, with an IPv4-mapped IPv6 network of prefix 96 or more
+    /// read as the IPv4 network it maps (`::ffff:10.0.0.0/104` is
+    /// `10.0.0.0/8`); `None` when the prefix is longer than the address.
+    fn canonical(addr: IpAddr, prefix: u8) -> Option<Network> {
+        let (addr, prefix) = match addr {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) if prefix >= 96 => (IpAddr::V4(v4), prefix - 96),
+                _ => (addr, prefix),
+            },
+            IpAddr::V4(_) => (addr, prefix),
+        };
+        (prefix <= bits(addr)).then_some(Network { addr, prefix })
+    }
+
+    /// The network's address (IPv4 for an IPv4-mapped network).
     pub fn addr(&self) -> IpAddr {
         self.addr
     }
@@ -87,7 +97,6 @@ impl FromStr for Network {
             None => (text, None),
         };
         let addr: IpAddr = addr.parse().map_err(|_| invalid("not an IP address"))?;
-        let addr = addr.to_canonical();
         let prefix = match prefix {
             None => bits(addr),
             Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => p
@@ -95,10 +104,8 @@ impl FromStr for Network {
                 .map_err(|_| invalid("the prefix is longer than the address"))?,
             Some(_) => return Err(invalid("the prefix is not a number of bits")),
         };
-        if prefix > bits(addr) {
-            return Err(invalid("the prefix is longer than the address"));
-        }
-        Ok(Network { addr, prefix })
+        Network::canonical(addr, prefix)
+            .ok_or_else(|| invalid("the prefix is longer than the address"))
     }
 }
 
@@ -133,6 +140,17 @@ mod tests {
         assert!(!net("2001:db8::/32").contains(ip("2001:db9::1")));
         assert!(net("::/0").contains(ip("::1")));
         assert!(net("10.0.0.0/8").contains(ip("::ffff:10.0.0.1")));
+    }
+
+    #[test]
+    fn ipv4_mapped_networks_are_their_ipv4_networks() {
+        assert_eq!(net("::ffff:10.0.0.0/104"), net("10.0.0.0/8"));
+        assert_eq!(net("::ffff:0:0/96"), net("0.0.0.0/0"));
+        assert!(net("::ffff:10.0.0.0/104").contains(ip("10.1.2.3")));
+        assert!(net("::ffff:10.0.0.0/104").contains(ip("::ffff:10.1.2.3")));
+        assert!(!net("::ffff:10.0.0.0/104").contains(ip("11.0.0.1")));
+        assert!("::ffff:10.0.0.0/129".parse::<Network>().is_err());
+        assert!(Network::new(ip("::ffff:10.0.0.0"), 104).is_ok());
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub struct Limiter {
 
 impl Limiter {
     /// A limiter over `store`, bounded by the default [`RetryPolicy`], on the system clock.
+    ///
+    /// The retry bounds use tokio's timer: check from a tokio runtime with
+    /// the time driver enabled (`enable_time` or `enable_all`, as
+    /// `#[tokio::main]` does), or a check panics in tokio.
     pub fn new(store: impl CounterStore) -> Limiter {
         Limiter::with_parts(Retry::new(store, RetryPolicy::default()), SystemClock)
     }

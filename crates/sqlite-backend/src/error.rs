@@ -115,7 +115,7 @@ pub(crate) fn from_shared(err: &Arc<rusqlite::Error>) -> StoreError {
 
 /// The error of a call whose worker has stopped.
 pub(crate) fn worker_gone() -> StoreError {
-    StoreError::Connection("the counter store's worker thread has stopped".into())
+    StoreError::Backend("the counter store's worker thread has stopped".into())
 }
 
 #[cfg(test)]
@@ -148,7 +148,10 @@ mod tests {
             store_error(failure(rusqlite::ffi::SQLITE_IOERR)).kind(),
             "backend"
         );
-        assert!(worker_gone().is_transient());
+        assert!(
+            !worker_gone().is_transient(),
+            "a stopped worker does not come back"
+        );
     }
 
     #[test]
