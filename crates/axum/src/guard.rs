@@ -107,20 +107,17 @@ impl Guard {
             None => None,
         };
         let params = match RawPathParams::from_request_parts(parts, &()).await {
-            Ok(params) => params
-                .iter()
-                .map(|(name, value)| (name.to_owned(), value.to_owned()))
-                .collect(),
+            Ok(params) => Some(params),
             Err(RawPathParamsRejection::InvalidUtf8InPathParam(_)) => {
                 return Err(Rejection::BadRequest(
                     "a path parameter is not valid UTF-8".into(),
                 ));
             }
-            Err(_) => Vec::new(),
+            Err(_) => None,
         };
         let call = Call {
             parts,
-            params: &params,
+            params: params.as_ref(),
             visitor: visitor.as_ref(),
         };
         let limits = self.limits(&call)?;
@@ -175,17 +172,17 @@ impl fmt::Debug for Guard {
 #[derive(Debug)]
 pub struct Call<'a> {
     parts: &'a Parts,
-    params: &'a [(String, String)],
+    params: Option<&'a RawPathParams>,
     visitor: Option<&'a Visitor>,
 }
 
 impl<'a> Call<'a> {
     /// The path parameter `name` (percent-decoded), e.g. `project` in `/sites/{project}/ask`.
     pub fn param(&self, name: &str) -> Option<&'a str> {
-        self.params
+        self.params?
             .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, value)| value.as_str())
+            .find(|(n, _)| *n == name)
+            .map(|(_, value)| value)
     }
 
     /// The visitor, when the guard has a [`VisitorSource`].

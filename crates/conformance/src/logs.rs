@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use tracing::instrument::WithSubscriber;
 
-/// Log lines written while a future runs (WARN and above), without ANSI colours.
+/// Log lines written while a future runs, without ANSI colours.
 #[derive(Clone, Debug, Default)]
 pub struct Logs(Arc<Mutex<Vec<u8>>>);
 
@@ -25,10 +25,19 @@ impl Write for Logs {
 impl Logs {
     /// Runs `future`, keeping what it logs at WARN and above.
     pub async fn capture<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.capture_from(tracing::Level::WARN, future).await
+    }
+
+    /// Runs `future`, keeping what it logs at `level` and above.
+    pub async fn capture_from<F: std::future::Future>(
+        &self,
+        level: tracing::Level,
+        future: F,
+    ) -> F::Output {
         let logs = self.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
-            .with_max_level(tracing::Level::WARN)
+            .with_max_level(level)
             .with_writer(move || logs.clone())
             .finish();
         future.with_subscriber(subscriber).await

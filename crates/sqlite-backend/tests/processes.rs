@@ -1,8 +1,10 @@
 //! Several OS processes on one file: limits hold across them, and a killed
 //! process loses no count it acknowledged.
 //!
-//! The children are this test binary itself, started with `TOLLGATE_SQLITE_CHILD_ROLE` set:
-//! only `child_process_entry_point` then does anything.
+//! The children are this test binary itself, started with
+//! `TOLLGATE_SQLITE_CHILD_ROLE` set. The binary has its own `main`
+//! (`harness = false`), so a child is not a test: without the variable,
+//! `main` runs the tests below and prints one line per test and a summary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -29,12 +31,52 @@ const MAX: u64 = 2 * ATTEMPTS / 3;
 /// A fixed time for the racers' limiter, so both count in one window.
 const RACE_TIME: Duration = Duration::from_secs(1_700_000_030);
 
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    match std::env::var(ROLE) {
+        Ok(role) => runtime.block_on(child(&role)),
+        Err(_) => run_tests(&runtime),
+    }
+}
+
+/// The tests of this binary, run one after the other; exits non-zero when one fails.
+fn run_tests(runtime: &tokio::runtime::Runtime) {
+    type Test = fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+    let tests: [(&str, Test); 3] = [
+        (
+            "two_processes_counting_on_one_file_never_allow_more_than_max",
+            || Box::pin(two_processes_race(false)),
+        ),
+        (
+            "two_processes_reserving_on_one_file_allow_exactly_max",
+            || Box::pin(two_processes_race(true)),
+        ),
+        ("counts_acknowledged_before_a_kill_survive_it", || {
+            Box::pin(counts_acknowledged_before_a_kill_survive_it())
+        }),
+    ];
+    let mut failed = 0;
+    println!("\nrunning {} tests", tests.len());
+    for (name, test) in tests {
+        let result = std::panic::catch_unwind(|| runtime.block_on(test()));
+        println!(
+            "test {name} ... {}",
+            if result.is_ok() { "ok" } else { "FAILED" }
+        );
+        failed += usize::from(result.is_err());
+    }
+    println!("\n{} passed, {failed} failed\n", tests.len() - failed);
+    if failed > 0 {
+        std::process::exit(101);
+    }
+}
+
 /// What a child does, chosen by the parent through the environment.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn child_process_entry_point() {
-    let Ok(role) = std::env::var(ROLE) else {
-        return; // run as an ordinary test: nothing to do
-    };
+async fn child(role: &str) {
     // A child never outlives a stuck parent by long: the parent then sees
     // its output end and fails instead of hanging.
     std::thread::spawn(|| {
@@ -44,7 +86,7 @@ async fn child_process_entry_point() {
     let file = std::env::var(FILE).unwrap();
     let key = std::env::var(KEY).unwrap();
     let store = SqliteStore::open(&file).unwrap();
-    match role.as_str() {
+    match role {
         "count" | "reserve" => race(store, &key, role == "reserve").await,
         "burst" => burst(store, &key).await,
         other => panic!("unknown role {other}"),
@@ -115,12 +157,6 @@ async fn burst(store: SqliteStore, key: &str) {
 /// Starts this test binary as a child in `role` on `file`.
 fn spawn(role: &str, file: &Path, key: &str) -> (Child, BufReader<ChildStdout>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_process_entry_point",
-            "--nocapture",
-            "--test-threads=1",
-        ])
         .env(ROLE, role)
         .env(FILE, file)
         .env(KEY, key)
@@ -132,8 +168,7 @@ fn spawn(role: &str, file: &Path, key: &str) -> (Child, BufReader<ChildStdout>) 
     (child, stdout)
 }
 
-/// What follows `prefix` in the first line of `out` holding it (libtest may
-/// print `test child_process_entry_point ... ` before the child's first line).
+/// What follows `prefix` in the first line of `out` holding it.
 fn line_after(out: &mut BufReader<ChildStdout>, prefix: &str) -> String {
     let mut line = String::new();
     loop {
@@ -185,17 +220,6 @@ async fn two_processes_race(reserve: bool) {
     assert_eq!(stored, expected, "every check was counted once");
 }
 
-#[tokio::test]
-async fn two_processes_counting_on_one_file_never_allow_more_than_max() {
-    two_processes_race(false).await;
-}
-
-#[tokio::test]
-async fn two_processes_reserving_on_one_file_allow_exactly_max() {
-    two_processes_race(true).await;
-}
-
-#[tokio::test]
 async fn counts_acknowledged_before_a_kill_survive_it() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("limits.sqlite");
