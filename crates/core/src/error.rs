@@ -37,6 +37,25 @@ pub enum Error {
         /// Its length in bytes.
         len: usize,
     },
+    /// A limit was built with another number of key parts than its rule declares.
+    #[error("rule `{rule}` takes {expected} key parts, {found} given")]
+    KeyArity {
+        /// The rule's name.
+        rule: String,
+        /// How many parts the rule declares.
+        expected: usize,
+        /// How many were given.
+        found: usize,
+    },
+    /// A cost is 0 or over [`MAX_COUNT`](crate::MAX_COUNT).
+    #[error("invalid cost {0}: it must be 1 to {max}", max = crate::MAX_COUNT)]
+    InvalidCost(u64),
+    /// A unit name is not 1 to 32 bytes of lowercase ASCII letters, digits and `-`.
+    #[error("invalid unit `{0}`: use 1 to 32 lowercase ASCII letters, digits or '-'")]
+    InvalidUnit(String),
+    /// A refund or settle named a rule the verdict spent nothing on.
+    #[error("the verdict spent nothing on rule `{0}`")]
+    NotSpent(String),
     /// Two limits of one check have the same key; each counter may appear once.
     #[error("two limits of one check share the key of rule `{0}`")]
     DuplicateKey(String),

@@ -1,6 +1,9 @@
 //! Counter keys: `limit:<rule>:<part>:…:<part>:<window index>`, injective.
 
-use crate::{Error, Rule};
+use std::sync::Arc;
+
+use crate::store::MAX_COUNT;
+use crate::{Counter, Error, Rule};
 
 /// The longest key part accepted, in bytes.
 pub const MAX_PART_LEN: usize = 256;
@@ -18,7 +21,7 @@ pub const KEY_PREFIX: &str = "limit:";
 ///
 /// ```
 /// use tollgate_core::{Rule, Window};
-/// let ask = Rule::new("ask", 15, Window::DAY)?;
+/// let ask = Rule::new("ask", 15, Window::DAY)?.with_key(&["project", "visitor"])?;
 /// let limit = ask.limit(&["docs", "203.0.113.9"])?;
 /// assert_eq!(limit.key(), "ask:docs:203.0.113.9");
 /// assert_eq!(limit.counter_key(20_421), "limit:ask:docs:203.0.113.9:20421");
@@ -26,21 +29,32 @@ pub const KEY_PREFIX: &str = "limit:";
 /// # Ok::<(), tollgate_core::Error>(())
 /// ```
 ///
-/// Keys are injective for one rule and one number of parts: two different
-/// lists of parts of the same length never give the same key, whatever bytes
-/// they hold (`:`, `%`, empty, unicode, control characters). A rule should be
-/// used with the same number of parts everywhere (`ask` always takes a project
-/// and a visitor). Parts longer than [`MAX_PART_LEN`] bytes are rejected.
+/// Keys are injective per rule: a rule declares its key parts
+/// ([`Rule::with_key`]), every limit of it takes exactly that many, and two
+/// different lists of parts never give the same key, whatever bytes they
+/// hold (`:`, `%`, empty, unicode, control characters). Parts longer than
+/// [`MAX_PART_LEN`] bytes are rejected.
+///
+/// A limit spends a cost on its counter: 1 unit unless set with
+/// [`with_cost`](Limit::with_cost) (e.g. the tokens a call is estimated to use).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Limit {
     rule: Rule,
     /// `limit:<key>:`, so that a counter key is one copy and the index.
-    stored: String,
+    stored: Arc<str>,
+    cost: u64,
 }
 
 impl Limit {
     /// The limit of `rule` for the given key parts; see [`Rule::limit`].
     pub fn new<S: AsRef<str>>(rule: Rule, parts: &[S]) -> Result<Limit, Error> {
+        if parts.len() != rule.key_parts().len() {
+            return Err(Error::KeyArity {
+                rule: rule.name().to_owned(),
+                expected: rule.key_parts().len(),
+                found: parts.len(),
+            });
+        }
         let len = parts.iter().map(|p| p.as_ref().len() + 1).sum::<usize>();
         let mut key = String::with_capacity(KEY_PREFIX.len() + rule.name().len() + len + 1);
         key.push_str(KEY_PREFIX);
@@ -62,7 +76,35 @@ impl Limit {
             }
         }
         key.push(':');
-        Ok(Limit { rule, stored: key })
+        Ok(Limit {
+            rule,
+            stored: key.into(),
+            cost: 1,
+        })
+    }
+
+    /// The same limit spending `cost` units per call (1 by default).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCost`] for 0 or a cost over [`MAX_COUNT`]. A cost
+    /// above the rule's max is accepted: a reservation always refuses it,
+    /// and a count takes it and is over.
+    pub fn with_cost(mut self, cost: u64) -> Result<Limit, Error> {
+        if cost == 0 || cost > MAX_COUNT {
+            return Err(Error::InvalidCost(cost));
+        }
+        self.cost = cost;
+        Ok(self)
+    }
+
+    /// The units one call spends on this limit.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    pub(crate) fn stored(&self) -> &Arc<str> {
+        &self.stored
     }
 
     /// The rule this limit applies.
@@ -79,13 +121,30 @@ impl Limit {
     /// The stored key of this limit's counter in window `index`:
     /// `limit:<key>:<index>`.
     pub fn counter_key(&self, index: u64) -> String {
-        let mut digits = itoa::Buffer::new();
-        let digits = digits.format(index);
-        let mut out = String::with_capacity(self.stored.len() + digits.len());
-        out.push_str(&self.stored);
-        out.push_str(digits);
-        out
+        counter_key(&self.stored, index)
     }
+
+    /// This limit's counter at `now_secs`: the current window's key, a
+    /// lifetime of one window, this limit's cost and its rule's max.
+    pub fn counter(&self, now_secs: u64) -> Counter {
+        let window = self.rule.window();
+        Counter {
+            key: self.counter_key(window.index(now_secs)),
+            ttl: window.duration(),
+            cost: self.cost,
+            max: self.rule.max(),
+        }
+    }
+}
+
+/// `stored` (`limit:<key>:`) followed by the window index.
+pub(crate) fn counter_key(stored: &str, index: u64) -> String {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(index);
+    let mut out = String::with_capacity(stored.len() + digits.len());
+    out.push_str(stored);
+    out.push_str(digits);
+    out
 }
 
 /// Appends `part` with `%` as `%25` and `:` as `%3A`.
@@ -108,8 +167,14 @@ mod tests {
     use super::*;
     use crate::Window;
 
+    fn rule(parts: usize) -> Rule {
+        let names: Vec<String> = (0..parts).map(|i| format!("p{i}")).collect();
+        let rule = Rule::new("r", 1, Window::DAY).and_then(|r| r.with_key(&names));
+        rule.unwrap_or_else(|e| panic!("{e}"))
+    }
+
     fn key(parts: &[&str]) -> String {
-        let rule = Rule::new("r", 1, Window::DAY).unwrap_or_else(|e| panic!("{e}"));
+        let rule = rule(parts.len());
         let limit = Limit::new(rule, parts).unwrap_or_else(|e| panic!("{e}"));
         limit.key().to_owned()
     }
@@ -127,8 +192,7 @@ mod tests {
 
     #[test]
     fn counter_keys_end_with_the_window_index() {
-        let rule = Rule::new("r", 1, Window::DAY).unwrap_or_else(|e| panic!("{e}"));
-        let limit = rule.limit(&["a"]).unwrap_or_else(|e| panic!("{e}"));
+        let limit = rule(1).limit(&["a"]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(limit.counter_key(0), "limit:r:a:0");
         assert_eq!(limit.counter_key(20_421), "limit:r:a:20421");
         assert_eq!(
@@ -139,13 +203,55 @@ mod tests {
 
     #[test]
     fn parts_over_256_bytes_are_rejected() {
-        let rule = Rule::new("r", 1, Window::DAY).unwrap_or_else(|e| panic!("{e}"));
+        let rule = rule(2);
         let long = "x".repeat(MAX_PART_LEN + 1);
         let err = Limit::new(rule.clone(), &["ok", long.as_str()]);
         assert!(matches!(
             err,
             Err(Error::PartTooLong { index: 1, len: 257 })
         ));
-        assert!(Limit::new(rule, &["x".repeat(MAX_PART_LEN)]).is_ok());
+        assert!(Limit::new(rule, &["x".repeat(MAX_PART_LEN), String::new()]).is_ok());
+    }
+
+    #[test]
+    fn a_limit_takes_exactly_its_rules_number_of_parts() {
+        let two = rule(2);
+        assert!(two.limit(&["a", "b"]).is_ok());
+        for parts in [&[][..], &["a"][..], &["a", "b", "c"][..]] {
+            assert!(
+                matches!(
+                    two.limit(parts),
+                    Err(Error::KeyArity { expected: 2, found, .. }) if found == parts.len()
+                ),
+                "{parts:?}"
+            );
+        }
+        // The collision arity prevents: one part `a:b` and two parts `a`, `b`
+        // spell the same key, so one rule may only ever take one of them.
+        assert_eq!(key(&["a:b"]), key(&["a", "b"]));
+        assert!(rule(1).limit(&["a", "b"]).is_err());
+    }
+
+    #[test]
+    fn costs_are_one_by_default_and_bounded() {
+        let limit = rule(0).limit::<&str>(&[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(limit.cost(), 1);
+        assert_eq!(limit.counter(100).cost, 1);
+        let heavy = limit.clone().with_cost(MAX_COUNT);
+        assert_eq!(heavy.map(|l| l.counter(100).cost).ok(), Some(MAX_COUNT));
+        assert!(matches!(
+            limit.clone().with_cost(0),
+            Err(Error::InvalidCost(0))
+        ));
+        assert!(limit.with_cost(MAX_COUNT + 1).is_err());
+    }
+
+    #[test]
+    fn a_counter_lives_one_window_and_carries_the_max() {
+        let limit = rule(1).limit(&["a"]).unwrap_or_else(|e| panic!("{e}"));
+        let counter = limit.counter(86_400 * 3 + 5);
+        assert_eq!(counter.key, "limit:r:a:3");
+        assert_eq!(counter.ttl, Window::DAY.duration());
+        assert_eq!(counter.max, 1);
     }
 }

@@ -2,13 +2,17 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
+mod deadline;
 mod dedup;
 mod error;
 mod key;
 mod limiter;
+mod reply;
 mod retry;
 mod rule;
 mod store;
+mod throttle;
+mod unit;
 mod verdict;
 mod visitor;
 pub mod window;
@@ -16,13 +20,15 @@ pub mod window;
 #[cfg(feature = "test-util")]
 pub use clock::ManualClock;
 pub use clock::{Clock, SystemClock};
-pub use dedup::Deliveries;
+pub use deadline::Deadline;
+pub use dedup::{Deliveries, Delivery};
 pub use error::{BoxError, Error, StoreError};
 pub use key::{KEY_PREFIX, Limit, MAX_PART_LEN};
 pub use limiter::{Limiter, Mode, Policy};
-pub use retry::{Retry, RetryPolicy};
+pub use retry::RetryPolicy;
 pub use rule::{DEFAULT_RULES_TOML, MAX_MAX, MAX_NAME_LEN, Rule, RuleSet};
-pub use store::{Counter, CounterStore, Expiry, Reservation};
+pub use store::{Claim, Counter, CounterStore, MARK_DONE, MAX_COUNT, Reservation};
+pub use unit::Unit;
 pub use verdict::{RateLimited, Usage, Verdict};
 pub use visitor::Visitor;
 pub use window::Window;

@@ -3,9 +3,11 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::store::MAX_COUNT;
+use crate::throttle::{Chain, Throttle};
 use crate::{
-    Clock, Counter, CounterStore, Error, Limit, Retry, RetryPolicy, StoreError, SystemClock, Usage,
-    Verdict,
+    Clock, Counter, CounterStore, Deliveries, Error, Limit, Reservation, RetryPolicy, StoreError,
+    SystemClock, Usage, Verdict, key, reply,
 };
 
 /// What a check does when the store fails.
@@ -30,7 +32,7 @@ pub enum Mode {
 }
 
 /// Checks limits against a [`CounterStore`]. Cheap to clone; clones share the
-/// store and clock.
+/// store, the clock and the retry policy.
 ///
 /// ```
 /// # async fn demo(store: impl tollgate_core::CounterStore) -> Result<(), tollgate_core::Error> {
@@ -49,6 +51,8 @@ pub enum Mode {
 pub struct Limiter {
     store: Arc<dyn CounterStore>,
     clock: Arc<dyn Clock>,
+    retry: RetryPolicy,
+    logs: Arc<Throttle>,
 }
 
 impl Limiter {
@@ -58,18 +62,27 @@ impl Limiter {
     /// the time driver enabled (`enable_time` or `enable_all`, as
     /// `#[tokio::main]` does), or a check panics in tokio.
     pub fn new(store: impl CounterStore) -> Limiter {
-        Limiter::with_parts(Retry::new(store, RetryPolicy::default()), SystemClock)
+        Limiter::with_parts(store, SystemClock)
     }
 
-    /// A limiter over `store` used as it is (no retry wrapper added) and `clock`.
+    /// A limiter over `store` and `clock`, bounded by the default [`RetryPolicy`].
     pub fn with_parts(store: impl CounterStore, clock: impl Clock) -> Limiter {
         Limiter {
             store: Arc::new(store),
             clock: Arc::new(clock),
+            retry: RetryPolicy::default(),
+            logs: Arc::default(),
         }
     }
 
-    /// The store this limiter counts in (with its retry wrapper, if any).
+    /// The same limiter bounded by `retry` instead: the one time budget of
+    /// every store call it makes.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Limiter {
+        self.retry = retry;
+        self
+    }
+
+    /// The store this limiter counts in.
     pub fn store(&self) -> &Arc<dyn CounterStore> {
         &self.store
     }
@@ -79,12 +92,17 @@ impl Limiter {
         &self.clock
     }
 
+    /// The retry policy bounding every store call.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
     /// Counts every limit ([`Mode::Count`]), fail-closed.
     pub async fn count(&self, limits: &[Limit]) -> Result<Verdict, Error> {
         self.check(limits, Mode::Count, Policy::FailClosed).await
     }
 
-    /// Reserves one call on every limit or none ([`Mode::Reserve`]), fail-closed.
+    /// Reserves every limit's cost or none ([`Mode::Reserve`]), fail-closed.
     pub async fn reserve(&self, limits: &[Limit]) -> Result<Verdict, Error> {
         self.check(limits, Mode::Reserve, Policy::FailClosed).await
     }
@@ -115,44 +133,50 @@ impl Limiter {
     ) -> Result<Verdict, Error> {
         check_distinct(limits)?;
         if limits.is_empty() {
-            return Ok(Verdict::new(Vec::new()));
+            return Ok(Verdict::new(Vec::new(), true));
         }
         let now = self.clock.now().as_secs();
-        let counters: Vec<Counter> = limits.iter().map(|l| counter(l, now)).collect();
+        let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
         let reply = match mode {
             Mode::Count => self
-                .store
-                .increment(&counters)
+                .retry
+                .run(true, |deadline| self.store.count(&counters, deadline))
                 .await
-                .map(|counts| (true, counts)),
-            Mode::Reserve => self
-                .store
-                .increment_within(&counters)
-                .await
-                .map(|r| (r.applied, r.counts)),
+                .map(|counts| Reservation {
+                    applied: true,
+                    counts,
+                }),
+            Mode::Reserve => {
+                self.retry
+                    .run(true, |deadline| self.store.reserve(&counters, deadline))
+                    .await
+            }
         };
-        match reply.and_then(|(applied, counts)| usage(limits, mode, applied, counts, now)) {
-            Ok(usage) => Ok(Verdict::new(usage)),
-            Err(err) => self.on_failure(limits, policy, err),
+        let applied = reply.as_ref().is_ok_and(|r| r.applied);
+        match reply.and_then(|reply| reply::usage(limits, &counters, mode, reply, now)) {
+            Ok(usage) => Ok(Verdict::new(usage, applied)),
+            Err(err) => self.on_failure(&Names(limits).to_string(), policy, err),
         }
     }
 
     /// Where each limit stands now, without spending anything. A usage is
-    /// over when a call now would be refused. Fail-closed.
+    /// over when a call of the limit's cost now would be refused. Fail-closed.
     pub async fn remaining(&self, limits: &[Limit]) -> Result<Vec<Usage>, Error> {
         let now = self.clock.now().as_secs();
-        let keys: Vec<String> = limits
-            .iter()
-            .map(|l| l.counter_key(l.rule().window().index(now)))
-            .collect();
-        let counts = self.store.get(&keys).await;
+        let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
+        let keys: Vec<String> = counters.iter().map(|c| c.key.clone()).collect();
+        let counts = self
+            .retry
+            .run(true, |deadline| self.store.get(&keys, deadline))
+            .await;
         let counts = counts
-            .and_then(|c| same_len(limits, c))
+            .and_then(|c| reply::same_len(limits.len(), c))
             .map_err(Error::Unavailable)?;
         Ok(limits
             .iter()
+            .zip(&counters)
             .zip(counts)
-            .map(|(limit, count)| Usage::new(limit, count, now, count >= limit.rule().max()))
+            .map(|((limit, counter), count)| Usage::new(limit, count, now, !counter.fits(count)))
             .collect())
     }
 
@@ -161,78 +185,165 @@ impl Limiter {
     pub async fn reset(&self, limit: &Limit) -> Result<bool, Error> {
         let now = self.clock.now().as_secs();
         let key = limit.counter_key(limit.rule().window().index(now));
-        self.store.delete(&key).await.map_err(Error::Unavailable)
+        self.retry
+            .run(true, |deadline| self.store.delete(&key, deadline))
+            .await
+            .map_err(Error::Unavailable)
     }
 
-    fn on_failure(
+    /// Gives back up to `units` of what `spent` spent on the limits of rule
+    /// `rule`, in one store call: never more than the check's cost, never
+    /// below zero, and nothing on a limit whose window has rolled over since
+    /// (the new window's counter is not touched). A verdict that spent
+    /// nothing (a refused reservation, a degraded check) gives nothing back.
+    ///
+    /// A refund is tried once, never retried: a retry whose first attempt
+    /// was applied would give back twice. Fail-closed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotSpent`] when a spending verdict holds no limit of `rule`;
+    /// [`Error::Unavailable`] when the store fails.
+    pub async fn refund(&self, spent: &Verdict, rule: &str, units: u64) -> Result<(), Error> {
+        self.settle_with(spent, rule, |cost| (units.min(cost), 0))
+            .await
+    }
+
+    /// Settles an estimate with the actual cost: of the limits of rule
+    /// `rule` that `spent` reserved or counted, refunds the difference when
+    /// the call used less (as [`refund`](Limiter::refund)), and counts the
+    /// excess on the current window when it used more (which may take the
+    /// counter past its max: the call already happened). A settle that is
+    /// never called keeps the estimate spent, the safe direction.
+    /// Fail-closed.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate_core::Limiter, rules: tollgate_core::RuleSet) -> Result<(), tollgate_core::Error> {
+    /// let estimate = 1_500;
+    /// let tokens = rules.get("ask-tokens")?.limit(&["docs"])?.with_cost(estimate)?;
+    /// let verdict = limiter.reserve(&[tokens]).await?;
+    /// if verdict.is_allowed() {
+    ///     let used = 1_100; // what the provider call reported
+    ///     limiter.settle(&verdict, "ask-tokens", used).await?; // 400 tokens back
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`refund`](Limiter::refund).
+    pub async fn settle(&self, spent: &Verdict, rule: &str, actual: u64) -> Result<(), Error> {
+        self.settle_with(spent, rule, |cost| {
+            (cost.saturating_sub(actual), actual.saturating_sub(cost))
+        })
+        .await
+    }
+
+    /// Refunds and counts, per usage of `rule`, the `(refund, excess)` that
+    /// `split` gives for its cost.
+    async fn settle_with(
         &self,
-        limits: &[Limit],
-        policy: Policy,
-        err: StoreError,
-    ) -> Result<Verdict, Error> {
-        match policy {
-            Policy::FailOpen => {
-                tracing::warn!(
-                    limits = %Names(limits),
-                    kind = err.kind(),
-                    error = %err,
-                    "rate limit store failed; allowing the call (fail-open)"
-                );
-                Ok(Verdict::degraded())
+        spent: &Verdict,
+        rule: &str,
+        split: impl Fn(u64) -> (u64, u64),
+    ) -> Result<(), Error> {
+        if !spent.has_spent() {
+            return Ok(());
+        }
+        let usages: Vec<&Usage> = spent.usage().iter().filter(|u| u.name() == rule).collect();
+        if usages.is_empty() {
+            return Err(Error::NotSpent(rule.to_owned()));
+        }
+        let now = self.clock.now().as_secs();
+        let mut refunds = Vec::new();
+        let mut excess = Vec::new();
+        for usage in usages {
+            let window = usage.window();
+            let (back, more) = split(usage.cost());
+            let counter = |index: u64, cost: u64| Counter {
+                key: key::counter_key(usage.stored(), index),
+                ttl: window.duration(),
+                cost: cost.min(MAX_COUNT),
+                max: usage.max(),
+            };
+            if back > 0 && usage.index() == window.index(now) {
+                refunds.push(counter(usage.index(), back));
             }
-            Policy::FailClosed => {
-                tracing::error!(
-                    limits = %Names(limits),
-                    kind = err.kind(),
-                    error = %err,
-                    "rate limit store failed; refusing the call (fail-closed)"
-                );
-                Err(Error::Unavailable(err))
+            if more > 0 {
+                excess.push(counter(window.index(now), more));
             }
         }
+        if !refunds.is_empty() {
+            let done = self
+                .retry
+                .run(false, |deadline| self.store.refund(&refunds, deadline))
+                .await
+                .and_then(|counts| reply::same_len(refunds.len(), counts));
+            if let Err(err) = done {
+                return Err(self.unavailable(rule, err));
+            }
+        }
+        if !excess.is_empty() {
+            let done = self
+                .retry
+                .run(true, |deadline| self.store.count(&excess, deadline))
+                .await
+                .and_then(|counts| reply::same_len(excess.len(), counts));
+            if let Err(err) = done {
+                return Err(self.unavailable(rule, err));
+            }
+        }
+        Ok(())
     }
-}
 
-fn counter(limit: &Limit, now_secs: u64) -> Counter {
-    let window = limit.rule().window();
-    Counter {
-        key: limit.counter_key(window.index(now_secs)),
-        ttl: window.duration(),
-        max: limit.rule().max(),
+    /// Webhook de-duplication sharing this limiter's store and retry policy.
+    pub fn deliveries(&self) -> Deliveries {
+        Deliveries::new(self.clone())
     }
-}
 
-/// Reads a store's reply to a check, refusing replies that cannot be right.
-fn usage(
-    limits: &[Limit],
-    mode: Mode,
-    applied: bool,
-    counts: Vec<u64>,
-    now: u64,
-) -> Result<Vec<Usage>, StoreError> {
-    let counts = same_len(limits, counts)?;
-    if applied && counts.contains(&0) {
-        return Err(StoreError::InvalidReply(
-            "an incremented counter reads 0".into(),
-        ));
+    /// Applies `policy` to a store failure, logging it.
+    fn on_failure(&self, names: &str, policy: Policy, err: StoreError) -> Result<Verdict, Error> {
+        self.log_failure(names, policy, &err);
+        match policy {
+            Policy::FailOpen => Ok(Verdict::degraded()),
+            Policy::FailClosed => Err(Error::Unavailable(err)),
+        }
     }
-    let usage: Vec<Usage> = limits
-        .iter()
-        .zip(counts)
-        .map(|(limit, count)| {
-            let over = match mode {
-                Mode::Count => count > limit.rule().max(),
-                Mode::Reserve => !applied && count >= limit.rule().max(),
-            };
-            Usage::new(limit, count, now, over)
-        })
-        .collect();
-    if !applied && !usage.iter().any(Usage::is_over) {
-        return Err(StoreError::InvalidReply(
-            "a reservation was refused with every counter below its max".into(),
-        ));
+
+    /// A fail-closed store failure, logged.
+    pub(crate) fn unavailable(&self, names: &str, err: StoreError) -> Error {
+        self.log_failure(names, Policy::FailClosed, &err);
+        Error::Unavailable(err)
     }
-    Ok(usage)
+
+    /// Logs a store failure: at most one line per policy and rule list per
+    /// second, with the cause chain and how many lines were suppressed.
+    fn log_failure(&self, names: &str, policy: Policy, err: &StoreError) {
+        let key = match policy {
+            Policy::FailOpen => format!("open:{names}"),
+            Policy::FailClosed => format!("closed:{names}"),
+        };
+        let Some(suppressed) = self.logs.admit(&key) else {
+            return;
+        };
+        let error = Chain(err);
+        match policy {
+            Policy::FailOpen => tracing::warn!(
+                limits = names,
+                kind = err.kind(),
+                %error,
+                suppressed,
+                "rate limit store failed; allowing the call (fail-open)"
+            ),
+            Policy::FailClosed => tracing::error!(
+                limits = names,
+                kind = err.kind(),
+                %error,
+                suppressed,
+                "rate limit store failed; refusing the call (fail-closed)"
+            ),
+        }
+    }
 }
 
 fn check_distinct(limits: &[Limit]) -> Result<(), Error> {
@@ -246,18 +357,6 @@ fn check_distinct(limits: &[Limit]) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-fn same_len(limits: &[Limit], counts: Vec<u64>) -> Result<Vec<u64>, StoreError> {
-    if counts.len() == limits.len() {
-        Ok(counts)
-    } else {
-        Err(StoreError::InvalidReply(format!(
-            "{} counts for {} counters",
-            counts.len(),
-            limits.len()
-        )))
-    }
 }
 
 /// The rule names of a check, comma-separated, for logs.

@@ -1,13 +1,18 @@
-//! Bounded store calls: a per-attempt timeout and a few spaced retries.
+//! [`RetryPolicy`]: the one time budget of a check, and its spaced retries.
 
 use std::future::Future;
 use std::time::Duration;
 
-use async_trait::async_trait;
+use crate::{Deadline, StoreError};
 
-use crate::{Counter, CounterStore, Expiry, Reservation, StoreError};
-
-/// How a [`Retry`] store bounds each call.
+/// How a [`Limiter`](crate::Limiter) bounds its store calls: the one owner
+/// of time for a check.
+///
+/// A check gets one [`Deadline`], [`worst_case`](RetryPolicy::worst_case)
+/// from its start; each attempt gets its own, `timeout` from the attempt's
+/// start and never past the check's. The attempt's deadline is handed to the
+/// store (which applies nothing past it where it can tell) and bounds the
+/// attempt with one timer. Only transient failures are retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Retries after a transient failure (2 by default): at most `retries + 1` attempts.
@@ -38,59 +43,33 @@ impl RetryPolicy {
             .saturating_mul(self.retries.saturating_add(1))
             .saturating_add(self.delay.saturating_mul(self.retries))
     }
-}
 
-/// A store wrapper that bounds every call by a [`RetryPolicy`].
-///
-/// Only transient failures are retried. Retrying an increment whose first
-/// attempt reached the store but whose reply was lost counts that call twice:
-/// over-counting is the safe direction. [`set_if_absent`](CounterStore::set_if_absent)
-/// is never retried, since a retry could mistake its own first write for
-/// someone else's and drop a webhook delivery; its single attempt is still
-/// under the timeout.
-#[derive(Debug)]
-pub struct Retry<S> {
-    inner: S,
-    policy: RetryPolicy,
-}
-
-impl<S: CounterStore> Retry<S> {
-    /// Wraps `inner` with `policy`.
-    pub fn new(inner: S, policy: RetryPolicy) -> Retry<S> {
-        Retry { inner, policy }
-    }
-
-    /// The wrapped store.
-    pub fn inner(&self) -> &S {
-        &self.inner
-    }
-
-    async fn attempt<T, F>(&self, call: F) -> Result<T, StoreError>
+    /// Runs `call` under this policy: each attempt gets its deadline and is
+    /// cut off at it. With `retry` false (calls that must not run twice,
+    /// such as refunds) there is one attempt.
+    pub(crate) async fn run<T, F, Fut>(&self, retry: bool, mut call: F) -> Result<T, StoreError>
     where
-        F: Future<Output = Result<T, StoreError>>,
-    {
-        match tokio::time::timeout(self.policy.timeout, call).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::Timeout(self.policy.timeout)),
-        }
-    }
-
-    async fn run<T, F, Fut>(&self, mut call: F) -> Result<T, StoreError>
-    where
-        F: FnMut() -> Fut,
+        F: FnMut(Deadline) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
+        let check = Deadline::after(self.worst_case());
         let mut retries = 0;
         loop {
-            match self.attempt(call()).await {
-                Err(e) if e.is_transient() && retries < self.policy.retries => {
+            let deadline = Deadline::after(self.timeout).min(check);
+            let at = tokio::time::Instant::from_std(deadline.instant());
+            let result = match tokio::time::timeout_at(at, call(deadline)).await {
+                Ok(result) => result,
+                Err(_) => Err(StoreError::Timeout(self.timeout)),
+            };
+            match result {
+                Err(e) if retry && e.is_transient() && retries < self.retries => {
                     retries += 1;
                     tracing::debug!(
                         kind = e.kind(),
                         retries,
                         "rate limit store call failed; retrying"
                     );
-                    tokio::time::sleep(self.policy.delay).await;
+                    tokio::time::sleep(self.delay).await;
                 }
                 result => return result,
             }
@@ -98,35 +77,10 @@ impl<S: CounterStore> Retry<S> {
     }
 }
 
-#[async_trait]
-impl<S: CounterStore> CounterStore for Retry<S> {
-    async fn increment(&self, counters: &[Counter]) -> Result<Vec<u64>, StoreError> {
-        self.run(|| self.inner.increment(counters)).await
-    }
-
-    async fn increment_within(&self, counters: &[Counter]) -> Result<Reservation, StoreError> {
-        self.run(|| self.inner.increment_within(counters)).await
-    }
-
-    async fn get(&self, keys: &[String]) -> Result<Vec<u64>, StoreError> {
-        self.run(|| self.inner.get(keys)).await
-    }
-
-    async fn set_if_absent(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
-        self.attempt(self.inner.set_if_absent(key, ttl)).await
-    }
-
-    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
-        self.run(|| self.inner.delete(key)).await
-    }
-
-    async fn expiry(&self, key: &str) -> Result<Expiry, StoreError> {
-        self.run(|| self.inner.expiry(key)).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
     use super::*;
 
     #[test]
@@ -141,5 +95,72 @@ mod tests {
             timeout: Duration::MAX,
         };
         assert_eq!(huge.worst_case(), Duration::MAX);
+    }
+
+    fn quick() -> RetryPolicy {
+        RetryPolicy {
+            retries: 2,
+            delay: Duration::from_millis(1),
+            timeout: Duration::from_millis(20),
+        }
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried_twice_and_others_never() {
+        let attempts = AtomicU32::new(0);
+        let transient = quick()
+            .run(true, |_| async {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>(StoreError::Connection("refused".into()))
+            })
+            .await;
+        assert_eq!(transient.map_err(|e| e.kind()), Err("connection"));
+        assert_eq!(attempts.swap(0, Ordering::SeqCst), 3);
+        let permanent = quick()
+            .run(true, |_| async {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>(StoreError::Backend("no".into()))
+            })
+            .await;
+        assert!(permanent.is_err());
+        assert_eq!(attempts.swap(0, Ordering::SeqCst), 1);
+        let once = quick()
+            .run(false, |_| async {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>(StoreError::Connection("refused".into()))
+            })
+            .await;
+        assert!(once.is_err());
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            1,
+            "a one-shot call ran twice"
+        );
+    }
+
+    #[tokio::test]
+    async fn each_attempt_gets_a_deadline_within_the_check_and_is_cut_off_at_it() {
+        let policy = quick();
+        let started = std::time::Instant::now();
+        let mut deadlines = Vec::new();
+        let result = policy
+            .run(true, |deadline| {
+                deadlines.push(deadline);
+                std::future::pending::<Result<(), StoreError>>()
+            })
+            .await;
+        assert_eq!(result.map_err(|e| e.kind()), Err("timeout"));
+        assert_eq!(deadlines.len(), 3);
+        let check = started + policy.worst_case() + Duration::from_millis(5);
+        for pair in deadlines.windows(2) {
+            assert!(pair[0] < pair[1], "each attempt has a later deadline");
+        }
+        for deadline in &deadlines {
+            assert!(deadline.instant() <= check, "an attempt outlives the check");
+        }
+        assert!(
+            deadlines[0].instant() <= started + policy.timeout + Duration::from_millis(5),
+            "the first attempt's deadline is one timeout away"
+        );
     }
 }

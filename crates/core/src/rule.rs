@@ -5,37 +5,50 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::{Error, Limit, Window};
+use crate::{Error, Limit, Unit, Window};
 
 /// The longest rule name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
 
-/// The largest `max` accepted, so that `max - count` always fits an `i64`.
-pub const MAX_MAX: u64 = i64::MAX as u64;
+/// The largest `max` accepted: 2^53 - 1, so that every count a check can
+/// compare with it is exact in a Lua number (a double) as well as in Rust.
+pub const MAX_MAX: u64 = (1 << 53) - 1;
 
-/// A named limit: at most `max` calls per key in each fixed `window`.
+/// A named limit: at most `max` units per key in each fixed `window`, for
+/// keys of a fixed number of named parts.
 ///
-/// Names are 1 to 64 bytes of ASCII letters, digits, `-`, `_` and `.`, so they
-/// are safe in a counter key and in a `RateLimit` header. Cloning is cheap.
+/// Names (of the rule and of its key parts) are 1 to 64 bytes of ASCII
+/// letters, digits, `-`, `_` and `.`, so they are safe in a counter key and
+/// in a `RateLimit` header. Cloning is cheap.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct Rule {
     name: Arc<str>,
     max: u64,
     window: Window,
+    key: Arc<[Arc<str>]>,
+    unit: Unit,
+    public: bool,
 }
 
 impl Rule {
-    /// A rule, checked: the name must be valid and `max` in `1..=i64::MAX`.
+    /// A rule with no key parts, counting calls, public: the name must be
+    /// valid and `max` in `1..=`[`MAX_MAX`].
     ///
     /// ```
-    /// use tollgate_core::{Rule, Window};
-    /// let ask = Rule::new("ask", 15, Window::DAY)?;
+    /// use tollgate_core::{Rule, Unit, Window};
+    /// let ask = Rule::new("ask", 15, Window::DAY)?.with_key(&["project", "visitor"])?;
     /// assert_eq!(ask.max(), 15);
+    /// assert_eq!(ask.key_parts().len(), 2);
+    /// let tokens = Rule::new("ask-tokens", 200_000, Window::DAY)?
+    ///     .with_key(&["project"])?
+    ///     .with_unit(Unit::new("tokens")?)
+    ///     .with_public(false);
+    /// assert_eq!(tokens.unit().as_str(), "tokens");
     /// assert!(Rule::new("ask", 0, Window::DAY).is_err());
     /// # Ok::<(), tollgate_core::Error>(())
     /// ```
     pub fn new(name: &str, max: u64, window: Window) -> Result<Rule, Error> {
-        check_name(name)?;
+        check_name(name, name)?;
         if max == 0 {
             return Err(Error::rule(name, "max must be at least 1"));
         }
@@ -46,7 +59,44 @@ impl Rule {
             name: name.into(),
             max,
             window,
+            key: Arc::new([]),
+            unit: Unit::Calls,
+            public: true,
         })
+    }
+
+    /// The same rule with keys of these named parts, e.g. `["project",
+    /// "visitor"]`: every limit of the rule then takes exactly that many.
+    pub fn with_key<S: AsRef<str>>(mut self, parts: &[S]) -> Result<Rule, Error> {
+        let mut names: Vec<Arc<str>> = Vec::with_capacity(parts.len());
+        for part in parts {
+            let part = part.as_ref();
+            check_name(&self.name, part)
+                .map_err(|_| Error::rule(&self.name, format!("invalid key part name {part:?}")))?;
+            if names.iter().any(|n| &**n == part) {
+                return Err(Error::rule(
+                    &self.name,
+                    format!("key part `{part}` appears twice"),
+                ));
+            }
+            names.push(part.into());
+        }
+        self.key = names.into();
+        Ok(self)
+    }
+
+    /// The same rule counting `unit`.
+    pub fn with_unit(mut self, unit: Unit) -> Rule {
+        self.unit = unit;
+        self
+    }
+
+    /// The same rule, shown to callers or not: a rule that is not public is
+    /// enforced and named in its own 429, but its budget is never shown in
+    /// response fields (shared budgets tell an attacker when to strike).
+    pub fn with_public(mut self, public: bool) -> Rule {
+        self.public = public;
+        self
     }
 
     /// The rule's name, e.g. `ask`.
@@ -58,7 +108,7 @@ impl Rule {
         &self.name
     }
 
-    /// How many calls one key may make per window.
+    /// How many units one key may spend per window.
     pub fn max(&self) -> u64 {
         self.max
     }
@@ -68,20 +118,41 @@ impl Rule {
         self.window
     }
 
+    /// The names of the key parts, in order, e.g. `["project", "visitor"]`.
+    pub fn key_parts(&self) -> &[Arc<str>] {
+        &self.key
+    }
+
+    /// What the rule counts.
+    pub fn unit(&self) -> &Unit {
+        &self.unit
+    }
+
+    /// Whether the rule's budget may be shown to callers.
+    pub fn is_public(&self) -> bool {
+        self.public
+    }
+
     /// The limit of this rule for one principal or resource, e.g.
-    /// `ask.limit(&[project, visitor])`. See [`Limit`] for the key format.
+    /// `ask.limit(&[project, visitor])`, costing 1. See [`Limit`] for the
+    /// key format.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyArity`] when `parts` are not as many as the rule's key
+    /// parts; [`Error::PartTooLong`] for a part over [`MAX_PART_LEN`](crate::MAX_PART_LEN).
     pub fn limit<S: AsRef<str>>(&self, parts: &[S]) -> Result<Limit, Error> {
         Limit::new(self.clone(), parts)
     }
 }
 
-fn check_name(name: &str) -> Result<(), Error> {
+fn check_name(rule: &str, name: &str) -> Result<(), Error> {
     if name.is_empty() {
-        return Err(Error::rule(name, "the name is empty"));
+        return Err(Error::rule(rule, "the name is empty"));
     }
     if name.len() > MAX_NAME_LEN {
         return Err(Error::rule(
-            name,
+            rule,
             format!("the name is longer than {MAX_NAME_LEN} bytes"),
         ));
     }
@@ -90,7 +161,7 @@ fn check_name(name: &str) -> Result<(), Error> {
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
     {
         return Err(Error::rule(
-            name,
+            rule,
             format!("the name holds {bad:?}; use ASCII letters, digits, '-', '_' or '.'"),
         ));
     }
@@ -103,6 +174,23 @@ fn check_name(name: &str) -> Result<(), Error> {
 struct RuleBody {
     max: u64,
     window: Window,
+    #[serde(default)]
+    key: Vec<String>,
+    unit: Option<String>,
+    public: Option<bool>,
+}
+
+impl RuleBody {
+    fn into_rule(self, name: &str) -> Result<Rule, Error> {
+        let unit = match &self.unit {
+            Some(unit) => Unit::new(unit).map_err(|e| Error::rule(name, e.to_string()))?,
+            None => Unit::Calls,
+        };
+        Ok(Rule::new(name, self.max, self.window)?
+            .with_key(&self.key)?
+            .with_unit(unit)
+            .with_public(self.public.unwrap_or(true)))
+    }
 }
 
 #[derive(Deserialize)]
@@ -111,17 +199,29 @@ struct RawRule {
     name: String,
     max: u64,
     window: Window,
+    #[serde(default)]
+    key: Vec<String>,
+    unit: Option<String>,
+    public: Option<bool>,
 }
 
 impl TryFrom<RawRule> for Rule {
     type Error = Error;
     fn try_from(raw: RawRule) -> Result<Rule, Error> {
-        Rule::new(&raw.name, raw.max, raw.window)
+        let body = RuleBody {
+            max: raw.max,
+            window: raw.window,
+            key: raw.key,
+            unit: raw.unit,
+            public: raw.public,
+        };
+        body.into_rule(&raw.name)
     }
 }
 
 impl<'de> Deserialize<'de> for Rule {
-    /// Reads `{ name, max, window }` and checks it as [`Rule::new`] does.
+    /// Reads `{ name, max, window, key, unit, public }` and checks it as
+    /// [`Rule::new`] and its setters do.
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Rule, D::Error> {
         let raw = RawRule::deserialize(deserializer)?;
         Rule::try_from(raw).map_err(serde::de::Error::custom)
@@ -133,7 +233,15 @@ impl<'de> Deserialize<'de> for Rule {
 /// ```toml
 /// [ask]
 /// max = 15
-/// window = "1d"   # or whole seconds: 86400
+/// window = "1d"                  # or whole seconds: 86400
+/// key = ["project", "visitor"]   # the key parts; none when left out
+///
+/// [ask-tokens]
+/// max = 200000
+/// window = "1d"
+/// key = ["project"]
+/// unit = "tokens"                # what one unit is; "calls" when left out
+/// public = false                 # never shown in response fields
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RuleSet {
@@ -150,7 +258,7 @@ impl RuleSet {
             toml::from_str(text).map_err(|e| Error::RulesFile(e.message().to_owned()))?;
         let mut rules = BTreeMap::new();
         for (name, body) in bodies {
-            let rule = Rule::new(&name, body.max, body.window)?;
+            let rule = body.into_rule(&name)?;
             rules.insert(rule.shared_name().clone(), rule);
         }
         Ok(RuleSet { rules })
@@ -199,6 +307,12 @@ mod tests {
         rule.unwrap_or_else(|e| panic!("{e}"))
     }
 
+    fn shape(set: &RuleSet, name: &str) -> (Vec<String>, String, bool) {
+        let rule = set.get(name).unwrap_or_else(|e| panic!("{e}"));
+        let parts = rule.key_parts().iter().map(|p| p.to_string()).collect();
+        (parts, rule.unit().to_string(), rule.is_public())
+    }
+
     #[test]
     fn shipped_defaults_match_the_design_table() {
         let set = RuleSet::from_toml(DEFAULT_RULES_TOML).unwrap_or_else(|e| panic!("{e}"));
@@ -213,11 +327,54 @@ mod tests {
             ("ask", 15, 86_400),
             ("ask-site", 500, 86_400),
             ("ask-all", 5_000, 86_400),
+            ("ask-tokens", 200_000, 86_400),
         ];
         assert_eq!(set.len(), expected.len());
         for (name, max, window) in expected {
             assert_eq!(get(&set, name), (max, window), "{name}");
         }
+        let org = (vec!["org".to_owned()], "calls".to_owned(), true);
+        assert_eq!(shape(&set, "github"), org);
+        assert_eq!(shape(&set, "docs-update"), org);
+        assert_eq!(
+            shape(&set, "ask"),
+            (
+                vec!["project".into(), "visitor".into()],
+                "calls".into(),
+                true
+            )
+        );
+        assert_eq!(shape(&set, "ask-burst").0, ["visitor"]);
+        assert_eq!(
+            shape(&set, "ask-site"),
+            (vec!["project".into()], "calls".into(), false)
+        );
+        assert_eq!(shape(&set, "ask-all"), (vec![], "calls".into(), false));
+        assert_eq!(
+            shape(&set, "ask-tokens"),
+            (vec!["project".into()], "tokens".into(), false)
+        );
+    }
+
+    #[test]
+    fn key_units_and_visibility_load_and_are_checked() {
+        let text =
+            "[a]\nmax = 1\nwindow = 1\nkey = [\"x\", \"y\"]\nunit = \"bytes\"\npublic = false\n";
+        let set = RuleSet::from_toml(text).unwrap_or_else(|e| panic!("{e}"));
+        let (parts, unit, public) = shape(&set, "a");
+        assert_eq!((parts.len(), unit.as_str(), public), (2, "bytes", false));
+        for bad in [
+            "[a]\nmax = 1\nwindow = 1\nkey = [\"x\", \"x\"]",
+            "[a]\nmax = 1\nwindow = 1\nkey = [\"\"]",
+            "[a]\nmax = 1\nwindow = 1\nkey = [\"a:b\"]",
+            "[a]\nmax = 1\nwindow = 1\nkey = \"x\"",
+            "[a]\nmax = 1\nwindow = 1\nunit = \"Tokens\"",
+            "[a]\nmax = 1\nwindow = 1\npublic = \"no\"",
+            "[a]\nmax = 9007199254740992\nwindow = 1",
+        ] {
+            assert!(RuleSet::from_toml(bad).is_err(), "accepted {bad:?}");
+        }
+        assert!(RuleSet::from_toml("[a]\nmax = 9007199254740991\nwindow = 1").is_ok());
     }
 
     #[test]

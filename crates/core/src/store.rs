@@ -6,43 +6,75 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::StoreError;
+use crate::{Deadline, StoreError};
 
-/// One counter of a batch: its stored key, its lifetime and the most the
-/// all-or-nothing increment may bring it to.
+/// The largest count a store keeps: 2^53. Counts saturate here instead of
+/// wrapping, and every count up to it is exact in a Lua number (a double).
+/// It is above [`MAX_MAX`](crate::MAX_MAX), so a saturated counter is over
+/// any limit.
+pub const MAX_COUNT: u64 = 1 << 53;
+
+/// The value of a webhook mark once its delivery was processed.
+pub const MARK_DONE: &str = "done";
+
+/// One counter of a batch: its stored key, its lifetime, what the call
+/// spends on it and the most a reservation may bring it to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Counter {
     /// The stored key, e.g. `limit:ask:docs:203.0.113.9:20421`.
     pub key: String,
-    /// The counter's lifetime: it expires at most this long after an increment.
+    /// The counter's lifetime from its first increment: at least until its
+    /// window ends, at most two windows.
     pub ttl: Duration,
-    /// The ceiling checked by [`CounterStore::increment_within`]; ignored by
-    /// [`CounterStore::increment`].
+    /// The units the call adds (or, for a refund, gives back): 1 to [`MAX_COUNT`].
+    pub cost: u64,
+    /// The ceiling checked by [`CounterStore::reserve`]; ignored otherwise.
     pub max: u64,
 }
 
-/// What [`CounterStore::increment_within`] did.
+impl Counter {
+    /// The count after adding this counter's cost to `count`, saturating at
+    /// [`MAX_COUNT`]: what [`CounterStore::count`] stores.
+    pub fn added_to(&self, count: u64) -> u64 {
+        count.saturating_add(self.cost).min(MAX_COUNT)
+    }
+
+    /// Whether this counter's cost fits on top of `count` within its `max`:
+    /// the condition [`CounterStore::reserve`] applies to every counter.
+    pub fn fits(&self, count: u64) -> bool {
+        count
+            .checked_add(self.cost)
+            .is_some_and(|total| total <= self.max)
+    }
+
+    /// The count after giving this counter's cost back from `count`,
+    /// never below zero: what [`CounterStore::refund`] stores.
+    pub fn refunded_from(&self, count: u64) -> u64 {
+        count.saturating_sub(self.cost)
+    }
+}
+
+/// What [`CounterStore::reserve`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reservation {
-    /// Whether every counter was incremented (otherwise none was).
+    /// Whether every cost was added (otherwise none was).
     pub applied: bool,
     /// Per counter, in order: the new count when applied, else the current count.
     pub counts: Vec<u64>,
 }
 
-/// The remaining lifetime of a stored key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Expiry {
-    /// No such key (or it has expired).
-    Absent,
-    /// The key exists without a lifetime: a broken store contract for counters.
-    Never,
-    /// The key expires after this long.
-    In(Duration),
+/// What [`CounterStore::claim`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Claim {
+    /// The key now holds the caller's token: stored by this call, or by an
+    /// earlier attempt of the same claim.
+    Acquired,
+    /// The key holds another value: another token, or [`MARK_DONE`].
+    Held,
 }
 
-/// Storage for counters. A store only keeps integers; all rules, windows and
-/// policies stay in the core.
+/// Storage for counters and webhook marks. A store only keeps integers and
+/// short strings; all rules, windows and policies stay in the core.
 ///
 /// # Contract
 ///
@@ -50,70 +82,152 @@ pub enum Expiry {
 /// this contract. In short:
 ///
 /// - Each method is one round trip to the store, whatever the batch size.
-/// - Increment and expiry are atomic per counter: a counter is never visible
-///   without a lifetime, and that lifetime never reaches past `ttl` after its
-///   latest increment (a store may set it on every increment, as Redis does,
-///   or only when the counter starts, as SQLite does).
-/// - [`increment_within`](CounterStore::increment_within) is atomic across
-///   the whole batch: it increments every counter or none.
+/// - Each method gets the [`Deadline`] of its attempt. A store that can
+///   tell applies nothing once the deadline (plus
+///   [`Deadline::SKEW_MARGIN`]) has passed, and answers
+///   [`StoreError::Timeout`] if anyone still listens. A store keeps no timer
+///   of its own for a call: the [`Limiter`](crate::Limiter) bounds each
+///   attempt.
+/// - A counter that exists always has a lifetime: it lives at least until
+///   `ttl` after its first increment in its window (the core gives a `ttl`
+///   of one window, so a counter never expires before its window ends), and
+///   never more than `ttl` after its latest increment.
+/// - [`reserve`](CounterStore::reserve) is atomic across the whole batch:
+///   it adds every cost or none, exactly when every counter
+///   [`fits`](Counter::fits).
+/// - Counts are exact integers in `0..=`[`MAX_COUNT`]; arithmetic saturates
+///   ([`Counter::added_to`], [`Counter::refunded_from`]), never wraps.
 /// - Concurrent callers (tasks, processes, machines sharing the store) never
-///   lose or duplicate an increment.
-/// - Counts survive dropping every client and opening new ones.
+///   lose or duplicate an update.
+/// - Counts and marks survive dropping every client and opening new ones.
 /// - Keys are opaque bytes; a store must not merge two different keys.
-/// - Keys within one batch are distinct (the [`Limiter`](crate::Limiter)
-///   guarantees it).
+///   Counters and marks never share a key. Keys within one batch are
+///   distinct (the [`Limiter`](crate::Limiter) guarantees it).
 ///
 /// # Errors
 ///
 /// Every failure is a [`StoreError`], marked transient when a retry may
 /// succeed. A reply that cannot be read (wrong type, wrong length) is
-/// [`StoreError::InvalidReply`], never a panic.
+/// [`StoreError::InvalidReply`], never a panic and never a count taken as 0.
 #[async_trait]
 pub trait CounterStore: Debug + Send + Sync + 'static {
-    /// Increments each counter by one and returns the new counts, in order.
-    async fn increment(&self, counters: &[Counter]) -> Result<Vec<u64>, StoreError>;
+    /// Adds each counter's cost ([`Counter::added_to`]) and returns the new
+    /// counts, in order.
+    async fn count(&self, counters: &[Counter], deadline: Deadline)
+    -> Result<Vec<u64>, StoreError>;
 
-    /// Increments every counter by one if each stays within its `max`,
-    /// otherwise increments none; atomic across the batch.
-    async fn increment_within(&self, counters: &[Counter]) -> Result<Reservation, StoreError>;
+    /// Adds every counter's cost if each [`fits`](Counter::fits), otherwise
+    /// adds none; atomic across the batch.
+    async fn reserve(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Reservation, StoreError>;
+
+    /// Gives each counter's cost back ([`Counter::refunded_from`]), never
+    /// below zero and keeping the counter's lifetime; an absent counter
+    /// stays absent (and reads 0). Returns the new counts, in order.
+    async fn refund(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError>;
 
     /// Reads the counts of `keys` without changing them; 0 for an absent key.
-    async fn get(&self, keys: &[String]) -> Result<Vec<u64>, StoreError>;
+    async fn get(&self, keys: &[String], deadline: Deadline) -> Result<Vec<u64>, StoreError>;
 
-    /// Stores `key` with lifetime `ttl` if it is absent; whether it was stored.
-    async fn set_if_absent(&self, key: &str, ttl: Duration) -> Result<bool, StoreError>;
+    /// Removes the counter `key`; whether it existed.
+    async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError>;
 
-    /// Removes `key`; whether it existed.
-    async fn delete(&self, key: &str) -> Result<bool, StoreError>;
+    /// Stores the mark `key` = `token` for `ttl` unless the key holds a
+    /// value; [`Claim::Acquired`] when it now holds `token` (this call or an
+    /// earlier attempt of it stored it), [`Claim::Held`] otherwise.
+    async fn claim(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<Claim, StoreError>;
 
-    /// The remaining lifetime of `key`.
-    async fn expiry(&self, key: &str) -> Result<Expiry, StoreError>;
+    /// Sets the mark `key` to [`MARK_DONE`] for `ttl` when it holds `token`,
+    /// nothing or already [`MARK_DONE`]; whether it did (false: another
+    /// token holds it).
+    async fn finish(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError>;
+
+    /// Removes the mark `key` when it holds `token`; whether it did.
+    async fn release(&self, key: &str, token: &str, deadline: Deadline)
+    -> Result<bool, StoreError>;
 }
 
 macro_rules! forward_store {
     ($($ty:ty),*) => {$(
         #[async_trait]
         impl<S: CounterStore + ?Sized> CounterStore for $ty {
-            async fn increment(&self, counters: &[Counter]) -> Result<Vec<u64>, StoreError> {
-                (**self).increment(counters).await
+            async fn count(&self, counters: &[Counter], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
+                (**self).count(counters, deadline).await
             }
-            async fn increment_within(&self, counters: &[Counter]) -> Result<Reservation, StoreError> {
-                (**self).increment_within(counters).await
+            async fn reserve(&self, counters: &[Counter], deadline: Deadline) -> Result<Reservation, StoreError> {
+                (**self).reserve(counters, deadline).await
             }
-            async fn get(&self, keys: &[String]) -> Result<Vec<u64>, StoreError> {
-                (**self).get(keys).await
+            async fn refund(&self, counters: &[Counter], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
+                (**self).refund(counters, deadline).await
             }
-            async fn set_if_absent(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
-                (**self).set_if_absent(key, ttl).await
+            async fn get(&self, keys: &[String], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
+                (**self).get(keys, deadline).await
             }
-            async fn delete(&self, key: &str) -> Result<bool, StoreError> {
-                (**self).delete(key).await
+            async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
+                (**self).delete(key, deadline).await
             }
-            async fn expiry(&self, key: &str) -> Result<Expiry, StoreError> {
-                (**self).expiry(key).await
+            async fn claim(&self, key: &str, token: &str, ttl: Duration, deadline: Deadline) -> Result<Claim, StoreError> {
+                (**self).claim(key, token, ttl, deadline).await
+            }
+            async fn finish(&self, key: &str, token: &str, ttl: Duration, deadline: Deadline) -> Result<bool, StoreError> {
+                (**self).finish(key, token, ttl, deadline).await
+            }
+            async fn release(&self, key: &str, token: &str, deadline: Deadline) -> Result<bool, StoreError> {
+                (**self).release(key, token, deadline).await
             }
         }
     )*};
 }
 
 forward_store!(Arc<S>, Box<S>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counter(cost: u64, max: u64) -> Counter {
+        Counter {
+            key: "k".into(),
+            ttl: Duration::from_secs(1),
+            cost,
+            max,
+        }
+    }
+
+    #[test]
+    fn fits_means_count_plus_cost_within_max() {
+        assert!(counter(3, 10).fits(7));
+        assert!(!counter(3, 10).fits(8));
+        assert!(counter(10, 10).fits(0));
+        assert!(!counter(11, 10).fits(0), "a cost above max never fits");
+        assert!(!counter(u64::MAX, u64::MAX).fits(1), "no wrap");
+    }
+
+    #[test]
+    fn counts_saturate_and_refunds_floor_at_zero() {
+        assert_eq!(counter(5, 1).added_to(2), 7);
+        assert_eq!(counter(MAX_COUNT, 1).added_to(MAX_COUNT), MAX_COUNT);
+        assert_eq!(counter(u64::MAX, 1).added_to(u64::MAX), MAX_COUNT);
+        assert_eq!(counter(5, 1).refunded_from(7), 2);
+        assert_eq!(counter(5, 1).refunded_from(3), 0);
+    }
+}

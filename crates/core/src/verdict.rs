@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{Limit, Window};
+use crate::{Limit, Unit, Window};
 
 /// Where one limit stands after a check.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -10,32 +10,69 @@ pub struct Usage {
     name: Arc<str>,
     max: u64,
     window: Window,
+    unit: Unit,
+    public: bool,
+    cost: u64,
     remaining: i64,
     reset: u64,
     retry_after: u64,
     over: bool,
+    /// Where the cost went: the counter key without its index, and the
+    /// window index (for refunds and settles; never shown).
+    stored: Arc<str>,
+    index: u64,
 }
 
 impl Usage {
     pub(crate) fn new(limit: &Limit, count: u64, now_secs: u64, over: bool) -> Usage {
         let rule = limit.rule();
+        let window = rule.window();
+        // Counts are at most MAX_COUNT and `max` at most MAX_MAX, both below i64::MAX.
         let count = i64::try_from(count).unwrap_or(i64::MAX);
-        // `max` is at most i64::MAX (checked when the rule was made).
         let max = i64::try_from(rule.max()).unwrap_or(i64::MAX);
         Usage {
             name: rule.shared_name().clone(),
             max: rule.max(),
-            window: rule.window(),
+            window,
+            unit: rule.unit().clone(),
+            public: rule.is_public(),
+            cost: limit.cost(),
             remaining: max.saturating_sub(count),
-            reset: rule.window().reset(now_secs),
-            retry_after: rule.window().retry_after(now_secs),
+            reset: window.reset(now_secs),
+            retry_after: window.retry_after(now_secs),
             over,
+            stored: limit.stored().clone(),
+            index: window.index(now_secs),
         }
     }
 
     /// The rule's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What the rule counts.
+    pub fn unit(&self) -> &Unit {
+        &self.unit
+    }
+
+    /// Whether the rule's budget may be shown to callers
+    /// ([`Rule::with_public`](crate::Rule::with_public)).
+    pub fn is_public(&self) -> bool {
+        self.public
+    }
+
+    /// The units the check asked to spend on this limit.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    pub(crate) fn stored(&self) -> &str {
+        &self.stored
+    }
+
+    pub(crate) fn index(&self) -> u64 {
+        self.index
     }
 
     /// The rule's `max` per window.
@@ -76,16 +113,19 @@ impl Usage {
 /// [`Error`](crate::Error) (fail-closed) or a [`degraded`](Verdict::is_degraded)
 /// verdict (fail-open).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[must_use = "a verdict says whether the call may go on"]
 pub struct Verdict {
     usage: Vec<Usage>,
     degraded: bool,
+    spent: bool,
 }
 
 impl Verdict {
-    pub(crate) fn new(usage: Vec<Usage>) -> Verdict {
+    pub(crate) fn new(usage: Vec<Usage>, spent: bool) -> Verdict {
         Verdict {
             usage,
             degraded: false,
+            spent,
         }
     }
 
@@ -93,7 +133,14 @@ impl Verdict {
         Verdict {
             usage: Vec::new(),
             degraded: true,
+            spent: false,
         }
+    }
+
+    /// Whether the check spent its costs: always for a count, only when
+    /// applied for a reservation, never for a degraded check.
+    pub fn has_spent(&self) -> bool {
+        self.spent
     }
 
     /// Whether the call may go on.
@@ -125,6 +172,7 @@ impl Verdict {
             limit: longest.name.clone(),
             max: longest.max,
             window: longest.window,
+            unit: longest.unit.clone(),
             reset: longest.reset,
             retry_after: longest.retry_after,
         })
@@ -142,11 +190,15 @@ impl Verdict {
 /// Why a call was refused: which limit, when it resets, how long to wait.
 /// Nothing in it names the store or a key.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("rate limit `{limit}` reached: {max} per {window}; retry in {retry_after} s")]
+#[error(
+    "rate limit `{limit}` reached: {max}{} per {window}; retry in {retry_after} s",
+    UnitSuffix(unit)
+)]
 pub struct RateLimited {
     limit: Arc<str>,
     max: u64,
     window: Window,
+    unit: Unit,
     reset: u64,
     retry_after: u64,
 }
@@ -167,6 +219,11 @@ impl RateLimited {
         self.window
     }
 
+    /// What that limit counts.
+    pub fn unit(&self) -> &Unit {
+        &self.unit
+    }
+
     /// When that limit's window resets, in Unix seconds.
     pub fn reset(&self) -> u64 {
         self.reset
@@ -175,5 +232,17 @@ impl RateLimited {
     /// Whole seconds to wait before trying again; at least 1.
     pub fn retry_after(&self) -> u64 {
         self.retry_after
+    }
+}
+
+/// ` tokens` after a max counted in a named unit; nothing for calls.
+struct UnitSuffix<'a>(&'a Unit);
+
+impl std::fmt::Display for UnitSuffix<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Unit::Calls => Ok(()),
+            Unit::Named(name) => write!(f, " {name}"),
+        }
     }
 }

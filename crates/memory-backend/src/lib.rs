@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tollgate_core::{
-    Clock, Counter, CounterStore, Expiry, Reservation, StoreError, SystemClock, async_trait,
+    Claim, Clock, Counter, CounterStore, Deadline, MARK_DONE, Reservation, StoreError, SystemClock,
+    async_trait,
 };
 
 /// An in-memory [`CounterStore`] for tests. Clones share one map, like
@@ -16,11 +17,26 @@ pub struct MemoryStore {
     clock: Arc<dyn Clock>,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Entry {
-    value: u64,
+    value: Value,
     /// When the entry expires, as time since the epoch on the store's clock.
     expires_at: Duration,
+}
+
+#[derive(Clone, Debug)]
+enum Value {
+    Count(u64),
+    Mark(String),
+}
+
+impl Entry {
+    fn mark(value: &str, now: Duration, ttl: Duration) -> Entry {
+        Entry {
+            value: Value::Mark(value.to_owned()),
+            expires_at: now.saturating_add(ttl),
+        }
+    }
 }
 
 impl Default for MemoryStore {
@@ -54,6 +70,13 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// The remaining lifetime of `key`, `None` when absent or expired: for
+    /// tests that check lifetimes (not part of the store contract).
+    pub fn expiry(&self, key: &str) -> Option<Duration> {
+        let now = self.clock.now();
+        live(&mut self.lock(), key, now).map(|e| e.expires_at.saturating_sub(now))
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         // A panic while holding the lock cannot leave an entry half-written
         // (entries are plain values), so a poisoned map is still consistent.
@@ -63,99 +86,98 @@ impl MemoryStore {
     }
 }
 
-/// The live value of `key`, dropping it when it has expired.
-fn live(map: &mut HashMap<String, Entry>, key: &str, now: Duration) -> Option<Entry> {
-    match map.get(key) {
-        Some(entry) if entry.expires_at > now => Some(*entry),
-        Some(_) => {
-            map.remove(key);
-            None
-        }
-        None => None,
+/// The live entry of `key`, dropping it when it has expired.
+fn live<'a>(
+    map: &'a mut HashMap<String, Entry>,
+    key: &str,
+    now: Duration,
+) -> Option<&'a mut Entry> {
+    if map.get(key).is_some_and(|e| e.expires_at <= now) {
+        map.remove(key);
+    }
+    map.get_mut(key)
+}
+
+/// The live count of `key`; 0 when absent (or a mark, which no counter shares a key with).
+fn count(map: &mut HashMap<String, Entry>, key: &str, now: Duration) -> u64 {
+    match live(map, key, now).map(|e| &e.value) {
+        Some(Value::Count(n)) => *n,
+        _ => 0,
     }
 }
 
-fn bump(map: &mut HashMap<String, Entry>, counter: &Counter, now: Duration) -> u64 {
-    let expires_at = now.saturating_add(counter.ttl);
-    match map.get_mut(&counter.key) {
-        Some(entry) => {
-            let value = if entry.expires_at > now {
-                entry.value.saturating_add(1)
-            } else {
-                1
-            };
-            *entry = Entry { value, expires_at };
-            value
-        }
-        None => {
-            map.insert(
-                counter.key.clone(),
-                Entry {
-                    value: 1,
-                    expires_at,
-                },
-            );
-            1
-        }
+/// Adds a counter's cost: a live counter keeps its lifetime, a new one
+/// lives `ttl` from now.
+fn add(map: &mut HashMap<String, Entry>, counter: &Counter, now: Duration) -> u64 {
+    if let Some(entry) = live(map, &counter.key, now)
+        && let Value::Count(n) = &mut entry.value
+    {
+        *n = counter.added_to(*n);
+        return *n;
     }
+    let value = counter.added_to(0);
+    map.insert(
+        counter.key.clone(),
+        Entry {
+            value: Value::Count(value),
+            expires_at: now.saturating_add(counter.ttl),
+        },
+    );
+    value
 }
 
 #[async_trait]
 impl CounterStore for MemoryStore {
-    async fn increment(&self, counters: &[Counter]) -> Result<Vec<u64>, StoreError> {
+    async fn count(&self, counters: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
-        Ok(counters.iter().map(|c| bump(&mut map, c, now)).collect())
+        Ok(counters.iter().map(|c| add(&mut map, c, now)).collect())
     }
 
-    async fn increment_within(&self, counters: &[Counter]) -> Result<Reservation, StoreError> {
+    async fn reserve(&self, counters: &[Counter], _: Deadline) -> Result<Reservation, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
         let counts: Vec<u64> = counters
             .iter()
-            .map(|c| live(&mut map, &c.key, now).map_or(0, |e| e.value))
+            .map(|c| count(&mut map, &c.key, now))
             .collect();
-        let fits = counters.iter().zip(&counts).all(|(c, &n)| n < c.max);
-        if !fits {
+        if !counters.iter().zip(&counts).all(|(c, &n)| c.fits(n)) {
             return Ok(Reservation {
                 applied: false,
                 counts,
             });
         }
-        let counts = counters.iter().map(|c| bump(&mut map, c, now)).collect();
+        let counts = counters.iter().map(|c| add(&mut map, c, now)).collect();
         Ok(Reservation {
             applied: true,
             counts,
         })
     }
 
-    async fn get(&self, keys: &[String]) -> Result<Vec<u64>, StoreError> {
+    async fn refund(&self, counters: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
-        Ok(keys
+        Ok(counters
             .iter()
-            .map(|k| live(&mut map, k, now).map_or(0, |e| e.value))
+            .map(
+                |c| match live(&mut map, &c.key, now).map(|e| &mut e.value) {
+                    Some(Value::Count(n)) => {
+                        *n = c.refunded_from(*n);
+                        *n
+                    }
+                    _ => 0,
+                },
+            )
             .collect())
     }
 
-    async fn set_if_absent(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+    async fn get(&self, keys: &[String], _: Deadline) -> Result<Vec<u64>, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
-        if live(&mut map, key, now).is_some() {
-            return Ok(false);
-        }
-        let expires_at = now.saturating_add(ttl);
-        map.insert(
-            key.to_owned(),
-            Entry {
-                value: 1,
-                expires_at,
-            },
-        );
-        Ok(true)
+        Ok(keys.iter().map(|k| count(&mut map, k, now)).collect())
     }
 
-    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
+    async fn delete(&self, key: &str, _: Deadline) -> Result<bool, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
         let existed = live(&mut map, key, now).is_some();
@@ -163,12 +185,52 @@ impl CounterStore for MemoryStore {
         Ok(existed)
     }
 
-    async fn expiry(&self, key: &str) -> Result<Expiry, StoreError> {
+    async fn claim(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        _: Deadline,
+    ) -> Result<Claim, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
-        Ok(match live(&mut map, key, now) {
-            Some(entry) => Expiry::In(entry.expires_at.saturating_sub(now)),
-            None => Expiry::Absent,
-        })
+        match live(&mut map, key, now).map(|e| &e.value) {
+            Some(Value::Mark(held)) if held == token => Ok(Claim::Acquired),
+            Some(_) => Ok(Claim::Held),
+            None => {
+                map.insert(key.to_owned(), Entry::mark(token, now, ttl));
+                Ok(Claim::Acquired)
+            }
+        }
+    }
+
+    async fn finish(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        _: Deadline,
+    ) -> Result<bool, StoreError> {
+        let now = self.clock.now();
+        let mut map = self.lock();
+        match live(&mut map, key, now).map(|e| &e.value) {
+            Some(Value::Mark(held)) if held == token || held == MARK_DONE => {}
+            Some(_) => return Ok(false),
+            None => {}
+        }
+        map.insert(key.to_owned(), Entry::mark(MARK_DONE, now, ttl));
+        Ok(true)
+    }
+
+    async fn release(&self, key: &str, token: &str, _: Deadline) -> Result<bool, StoreError> {
+        let now = self.clock.now();
+        let mut map = self.lock();
+        match live(&mut map, key, now).map(|e| &e.value) {
+            Some(Value::Mark(held)) if held == token => {
+                map.remove(key);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }

@@ -1,0 +1,105 @@
+//! [`Deadline`]: the one time budget of a store call.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The instant by which a store call must be done, on this process's
+/// monotonic clock and on the wall clock (for stores that compare it with
+/// their own time).
+///
+/// The [`Limiter`](crate::Limiter)'s [`RetryPolicy`](crate::RetryPolicy) sets
+/// one deadline per check and a shorter one per attempt; every layer below
+/// reads the attempt's deadline instead of keeping its own timers. A store
+/// that can tell (a Redis script reading `TIME`, the SQLite worker before it
+/// applies a call) applies nothing once the deadline has passed, so a call
+/// whose caller gave up spends nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Deadline {
+    at: Instant,
+    unix_millis: u64,
+}
+
+impl Deadline {
+    /// How late, by its own clock, a store may still apply a call: the clock
+    /// skew allowed between the application's machine and the store's
+    /// (20 ms). It is less than the pause between two attempts, so an
+    /// attempt applied late never overlaps the next one.
+    pub const SKEW_MARGIN: Duration = Duration::from_millis(20);
+
+    /// A deadline `budget` from now.
+    pub fn after(budget: Duration) -> Deadline {
+        let now = Instant::now();
+        let at = now.checked_add(budget).unwrap_or(now + FAR);
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .saturating_add(at.saturating_duration_since(now));
+        Deadline {
+            at,
+            unix_millis: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The deadline on this process's monotonic clock.
+    pub fn instant(&self) -> Instant {
+        self.at
+    }
+
+    /// The deadline on the wall clock, in milliseconds since the Unix epoch.
+    pub fn unix_millis(&self) -> u64 {
+        self.unix_millis
+    }
+
+    /// The last wall-clock millisecond at which a store may apply the call:
+    /// [`unix_millis`](Deadline::unix_millis) plus [`SKEW_MARGIN`](Deadline::SKEW_MARGIN).
+    pub fn cutoff_unix_millis(&self) -> u64 {
+        self.unix_millis
+            .saturating_add(Deadline::SKEW_MARGIN.as_millis() as u64)
+    }
+
+    /// The time left, zero once passed.
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the deadline has passed.
+    pub fn has_passed(&self) -> bool {
+        Instant::now() >= self.at
+    }
+
+    /// The earlier of two deadlines.
+    pub fn min(self, other: Deadline) -> Deadline {
+        if other.at < self.at { other } else { self }
+    }
+}
+
+/// A budget too large for the monotonic clock is cut to about 30 years.
+const FAR: Duration = Duration::from_secs(30 * 365 * 86_400);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_is_the_same_moment_on_both_clocks() {
+        let before = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let deadline = Deadline::after(Duration::from_millis(350));
+        assert!(deadline.unix_millis() >= before + 350);
+        assert!(deadline.unix_millis() <= before + 350 + 1_000);
+        assert_eq!(deadline.cutoff_unix_millis(), deadline.unix_millis() + 20);
+        assert!(!deadline.has_passed());
+        assert!(deadline.remaining() <= Duration::from_millis(350));
+    }
+
+    #[test]
+    fn a_passed_deadline_has_nothing_left_and_huge_budgets_saturate() {
+        let passed = Deadline::after(Duration::ZERO);
+        assert!(passed.has_passed());
+        assert_eq!(passed.remaining(), Duration::ZERO);
+        let far = Deadline::after(Duration::MAX);
+        assert!(!far.has_passed());
+        assert_eq!(far.min(passed), passed);
+        assert_eq!(passed.min(far), passed);
+    }
+}

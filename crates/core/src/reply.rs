@@ -1,0 +1,128 @@
+//! What a store's reply to a check means: the one place that decides it.
+//!
+//! Stores apply the atomic operation and report counts; this module checks
+//! that the counts can be right and decides, per limit, whether it refuses
+//! the call.
+
+use crate::store::MAX_COUNT;
+use crate::{Counter, Limit, Mode, Reservation, StoreError, Usage};
+
+/// The usage of each limit after a check, from the store's reply.
+pub(crate) fn usage(
+    limits: &[Limit],
+    counters: &[Counter],
+    mode: Mode,
+    reply: Reservation,
+    now: u64,
+) -> Result<Vec<Usage>, StoreError> {
+    let counts = same_len(counters.len(), reply.counts)?;
+    let applied = reply.applied;
+    let mut usage = Vec::with_capacity(limits.len());
+    for ((limit, counter), count) in limits.iter().zip(counters).zip(counts) {
+        if count > MAX_COUNT {
+            return Err(StoreError::InvalidReply(format!(
+                "a count of {count} is over {MAX_COUNT}"
+            )));
+        }
+        if applied && count < counter.cost {
+            return Err(StoreError::InvalidReply(
+                "a counter reads less than the cost just added".into(),
+            ));
+        }
+        let over = match mode {
+            Mode::Count => count > counter.max,
+            Mode::Reserve if applied && count > counter.max => {
+                return Err(StoreError::InvalidReply(
+                    "a reservation was applied past a counter's max".into(),
+                ));
+            }
+            Mode::Reserve => !applied && !counter.fits(count),
+        };
+        usage.push(Usage::new(limit, count, now, over));
+    }
+    if !applied && !usage.iter().any(Usage::is_over) {
+        return Err(StoreError::InvalidReply(
+            "a reservation was refused with every cost fitting".into(),
+        ));
+    }
+    Ok(usage)
+}
+
+/// `counts` when there is one per counter asked for.
+pub(crate) fn same_len(expected: usize, counts: Vec<u64>) -> Result<Vec<u64>, StoreError> {
+    if counts.len() == expected {
+        Ok(counts)
+    } else {
+        Err(StoreError::InvalidReply(format!(
+            "{} counts for {expected} counters",
+            counts.len()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Rule, Window};
+
+    fn limits(costs: &[u64]) -> (Vec<Limit>, Vec<Counter>) {
+        let rule = Rule::new("r", 10, Window::HOUR).and_then(|r| r.with_key(&["n"]));
+        let rule = rule.unwrap_or_else(|e| panic!("{e}"));
+        let limits: Vec<Limit> = costs
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| rule.limit(&[i.to_string()]).and_then(|l| l.with_cost(c)))
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let counters = limits.iter().map(|l| l.counter(0)).collect();
+        (limits, counters)
+    }
+
+    fn read(mode: Mode, costs: &[u64], applied: bool, counts: &[u64]) -> Result<Vec<bool>, String> {
+        let (limits, counters) = limits(costs);
+        let reply = Reservation {
+            applied,
+            counts: counts.to_vec(),
+        };
+        usage(&limits, &counters, mode, reply, 0)
+            .map(|u| u.iter().map(Usage::is_over).collect())
+            .map_err(|e| e.kind().to_owned())
+    }
+
+    #[test]
+    fn a_count_is_over_past_max_and_a_refused_reservation_names_what_does_not_fit() {
+        assert_eq!(
+            read(Mode::Count, &[1, 4], true, &[10, 11]),
+            Ok(vec![false, true])
+        );
+        assert_eq!(
+            read(Mode::Reserve, &[1, 4], true, &[10, 8]),
+            Ok(vec![false, false])
+        );
+        // 7 + 4 > 10 does not fit; 9 + 1 does.
+        assert_eq!(
+            read(Mode::Reserve, &[1, 4], false, &[9, 7]),
+            Ok(vec![false, true])
+        );
+        assert_eq!(read(Mode::Reserve, &[11], false, &[0]), Ok(vec![true]));
+    }
+
+    #[test]
+    fn replies_that_cannot_be_right_are_invalid() {
+        let invalid = Err("invalid-reply".to_owned());
+        assert_eq!(read(Mode::Count, &[1], true, &[]), invalid, "short");
+        assert_eq!(read(Mode::Count, &[1], true, &[1, 1]), invalid, "long");
+        assert_eq!(
+            read(Mode::Count, &[5], true, &[4]),
+            invalid,
+            "below the cost"
+        );
+        assert_eq!(read(Mode::Count, &[1], true, &[MAX_COUNT + 1]), invalid);
+        assert_eq!(read(Mode::Reserve, &[1], true, &[11]), invalid, "past max");
+        assert_eq!(
+            read(Mode::Reserve, &[1, 4], false, &[9, 6]),
+            invalid,
+            "all fit"
+        );
+    }
+}
