@@ -12,7 +12,7 @@ use axum::routing::post;
 use http::{Request, StatusCode};
 use serde_json::Value;
 use tollgate_axum::{Guard, Trust, VisitorSource};
-use tollgate_conformance::{Fault, Faulty};
+use tollgate_test_support::{Fault, Faulty};
 use tollgate_core::{Limiter, ManualClock, Mode, Policy, Rule, Window};
 use tollgate_memory::MemoryStore;
 use tower::ServiceExt;

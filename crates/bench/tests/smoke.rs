@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use tollgate_conformance::redis_server::RedisServer;
+use tollgate_test_support::redis_server::RedisServer;
 
 fn bench(args: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_tollgate-bench"))

@@ -1,8 +1,9 @@
 //! [`Harness`]: how the suite reaches a store under test.
 
 use std::future::Future;
+use std::time::Duration;
 
-use tollgate_core::CounterStore;
+use tollgate_core::{CounterStore, ManualClock};
 
 /// A store under test: its storage, and a way to open clients on it.
 ///
@@ -19,4 +20,27 @@ pub trait Harness: Sized + Send + Sync + 'static {
 
     /// Opens a new client on the storage; panics (failing the check) when it cannot.
     fn open(&self) -> impl Future<Output = Self::Store> + Send;
+
+    /// The remaining lifetime of `key`, read from the storage itself (not
+    /// through the store under test); panics when it cannot be read.
+    fn expiry(&self, key: &str) -> impl Future<Output = Expiry> + Send;
+
+    /// The clock the storage expires entries by, when the harness can move
+    /// it (a store given a [`ManualClock`]); `None` for a server keeping its
+    /// own time. Checks of lifetimes then move time instead of reading
+    /// [`expiry`](Harness::expiry) alone.
+    fn store_clock(&self) -> Option<ManualClock> {
+        None
+    }
+}
+
+/// The remaining lifetime of a stored key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    /// No such key (or it has expired).
+    Absent,
+    /// The key exists without a lifetime: a broken store contract.
+    Never,
+    /// The key expires after this long.
+    In(Duration),
 }

@@ -1,25 +1,25 @@
 //! Small helpers shared by the checks.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use proptest::test_runner::{Config, TestRunner};
-use tollgate_core::{Clock, CounterStore, Limiter, ManualClock, Rule, Window};
+use tollgate_core::{Clock, CounterStore, Deadline, Limiter, ManualClock, Rule, Window};
 
-/// A key part no other check, run or process uses: time, process id and a counter.
-pub fn unique() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("t{nanos:x}-{:x}-{n}", std::process::id())
+pub use tollgate_test_support::unique;
+
+/// A rule of `parts` key parts (`p0`, `p1`, ...), for checks (the
+/// arguments are constants of the suite).
+pub(crate) fn rule(name: &str, max: u64, window: Window, parts: usize) -> Rule {
+    let names: Vec<String> = (0..parts).map(|i| format!("p{i}")).collect();
+    Rule::new(name, max, window)
+        .and_then(|r| r.with_key(&names))
+        .unwrap_or_else(|e| panic!("bad test rule: {e}"))
 }
 
-/// A rule, for checks (the arguments are constants of the suite).
-pub(crate) fn rule(name: &str, max: u64, window: Window) -> Rule {
-    Rule::new(name, max, window).unwrap_or_else(|e| panic!("bad test rule: {e}"))
+/// A deadline for a store call made directly by a check: one second.
+pub(crate) fn deadline() -> Deadline {
+    Deadline::after(Duration::from_secs(1))
 }
 
 /// A limiter over `store` with no retry wrapper, on a manual clock.

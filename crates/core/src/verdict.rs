@@ -113,7 +113,6 @@ impl Usage {
 /// [`Error`](crate::Error) (fail-closed) or a [`degraded`](Verdict::is_degraded)
 /// verdict (fail-open).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[must_use = "a verdict says whether the call may go on"]
 pub struct Verdict {
     usage: Vec<Usage>,
     degraded: bool,

@@ -16,7 +16,7 @@ use tollgate::axum::{Trust, VisitorSource};
 use tollgate::{
     Clock, CounterStore, Limiter, ManualClock, Retry, RetryPolicy, RuleSet, SystemClock,
 };
-use tollgate_conformance::redis_server::RedisServer;
+use tollgate_test_support::redis_server::RedisServer;
 use tollgate_demo::{app, serve};
 
 /// Today at 12:00 UTC: the `ask` window resets in 12 hours.

@@ -9,7 +9,7 @@ use axum::http::{Request, StatusCode};
 use tollgate::axum::{Trust, VisitorSource};
 use tollgate::memory::MemoryStore;
 use tollgate::{Limiter, ManualClock, RuleSet};
-use tollgate_conformance::{Fault, Faulty, Logs};
+use tollgate_test_support::{Fault, Faulty, Logs};
 use tower::ServiceExt;
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use redis::Value;
 use support::relay::Relay;
 use support::{admin, limit, limits, run};
-use tollgate_conformance::redis_server::RedisServer;
+use tollgate_test_support::redis_server::RedisServer;
 use tollgate_core::{Clock, Counter, CounterStore, Limiter, ManualClock, StoreError};
 use tollgate_redis::{RedisOptions, RedisStore};
 
@@ -99,7 +99,7 @@ async fn a_check_of_four_limits_is_one_round_trip() {
     let deliveries = limiter.deliveries();
     assert!(
         deliveries
-            .first_delivery(&tollgate_conformance::unique())
+            .first_delivery(&tollgate_test_support::unique())
             .await
             .unwrap()
     );
@@ -200,7 +200,7 @@ async fn a_read_only_server_is_busy_and_a_wrong_type_is_a_backend_failure() {
         ttl: Duration::from_secs(60),
         max: 5,
     };
-    let id = tollgate_conformance::unique();
+    let id = tollgate_test_support::unique();
     let batch = [
         counter(&format!("limit:a:{id}:1")),
         counter(&format!("limit:b:{id}:1")),
@@ -270,7 +270,7 @@ async fn a_reservation_over_a_malformed_counter_changes_nothing() {
     let server = RedisServer::start();
     let store = RedisStore::open(&server.url()).unwrap();
     let mut admin = admin(&server.url()).await;
-    let id = tollgate_conformance::unique();
+    let id = tollgate_test_support::unique();
     let counter = |key: String| Counter {
         key,
         ttl: Duration::from_secs(60),

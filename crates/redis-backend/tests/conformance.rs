@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tollgate_conformance::redis_server::RedisServer;
+use tollgate_test_support::redis_server::RedisServer;
 use tollgate_conformance::{Harness, conformance_tests};
 use tollgate_redis::RedisStore;
 

@@ -187,7 +187,7 @@ fn line_after(out: &mut BufReader<ChildStdout>, prefix: &str) -> String {
 async fn two_processes_race(reserve: bool) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("limits.sqlite");
-    let key = tollgate_conformance::unique();
+    let key = tollgate_test_support::unique();
     drop(SqliteStore::open(&file).unwrap());
     let role = if reserve { "reserve" } else { "count" };
     let mut children: Vec<_> = (0..2).map(|_| spawn(role, &file, &key)).collect();
@@ -223,7 +223,7 @@ async fn two_processes_race(reserve: bool) {
 async fn counts_acknowledged_before_a_kill_survive_it() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("limits.sqlite");
-    let key = format!("limit:burst:{}", tollgate_conformance::unique());
+    let key = format!("limit:burst:{}", tollgate_test_support::unique());
     let (mut child, mut out) = spawn("burst", &file, &key);
     let mut acknowledged = 0;
     for _ in 0..3_000 {

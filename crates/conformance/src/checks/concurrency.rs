@@ -15,7 +15,7 @@ pub async fn racing_callers_allow_exactly_max<H: Harness>(harness: &H) {
         limiter(harness.open().await, &clock),
         limiter(harness.open().await, &clock),
     ];
-    let limit = ok(rule("race", MAX, Window::HOUR).limit(&[unique()]), "limit");
+    let limit = ok(rule("race", MAX, Window::HOUR, 1).limit(&[unique()]), "limit");
     let allowed = race(&limiters, CALLERS, move |limiter| {
         let limit = limit.clone();
         async move { ok(limiter.count(&[limit]).await, "count").is_allowed() }

@@ -2,35 +2,36 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Counter, CounterStore, Expiry, Window};
+use tollgate_core::{Counter, CounterStore, Window};
 
-use crate::Harness;
-use crate::support::{clock, limiter, ok, rule, unique};
+use crate::support::{clock, deadline, limiter, ok, rule, unique};
+use crate::{Expiry, Harness};
 
 fn counter(key: &str, ttl: u64) -> Counter {
     Counter {
         key: key.to_owned(),
         ttl: Duration::from_secs(ttl),
+        cost: 1,
         max: 1_000,
     }
 }
 
-/// One `increment` call counts every counter of its batch and returns each
+/// One `count` call counts every counter of its batch and returns each
 /// new count in order; `get` reads them back and reads 0 for an absent key.
 pub async fn increment_counts_each_counter_of_a_batch<H: Harness>(harness: &H) {
     let store = harness.open().await;
     let id = unique();
     let keys: Vec<String> = (0..4).map(|i| format!("limit:batch:{id}:{i}:1")).collect();
     let one = [counter(&keys[0], 60)];
-    assert_eq!(ok(store.increment(&one).await, "increment"), [1]);
-    assert_eq!(ok(store.increment(&one).await, "increment"), [2]);
+    assert_eq!(ok(store.count(&one, deadline()).await, "count"), [1]);
+    assert_eq!(ok(store.count(&one, deadline()).await, "count"), [2]);
     let all: Vec<Counter> = keys.iter().map(|k| counter(k, 60)).collect();
-    assert_eq!(ok(store.increment(&all).await, "increment"), [3, 1, 1, 1]);
-    assert_eq!(ok(store.increment(&all[2..]).await, "increment"), [2, 2]);
+    assert_eq!(ok(store.count(&all, deadline()).await, "count"), [3, 1, 1, 1]);
+    assert_eq!(ok(store.count(&all[2..], deadline()).await, "count"), [2, 2]);
     let mut read = keys.clone();
     read.push(format!("limit:batch:{id}:absent:1"));
-    assert_eq!(ok(store.get(&read).await, "get"), [3, 1, 2, 2, 0]);
-    assert_eq!(ok(store.get(&[]).await, "get"), Vec::<u64>::new());
+    assert_eq!(ok(store.get(&read, deadline()).await, "get"), [3, 1, 2, 2, 0]);
+    assert_eq!(ok(store.get(&[], deadline()).await, "get"), Vec::<u64>::new());
 }
 
 /// `remaining` reports what is left without spending anything.
@@ -38,7 +39,7 @@ pub async fn remaining_reads_without_spending<H: Harness>(harness: &H) {
     let clock = clock();
     let limiter = limiter(harness.open().await, &clock);
     let limits = [ok(
-        rule("peek", 5, Window::HOUR).limit(&[unique()]),
+        rule("peek", 5, Window::HOUR, 1).limit(&[unique()]),
         "limit",
     )];
     let fresh = ok(limiter.remaining(&limits).await, "remaining");
@@ -61,7 +62,7 @@ pub async fn remaining_reads_without_spending<H: Harness>(harness: &H) {
 pub async fn reset_clears_the_current_window<H: Harness>(harness: &H) {
     let clock = clock();
     let limiter = limiter(harness.open().await, &clock);
-    let r = rule("operator", 2, Window::DAY);
+    let r = rule("operator", 2, Window::DAY, 2);
     let id = unique();
     let mine = [ok(r.limit(&[id.as_str(), "me"]), "limit")];
     let other = [ok(r.limit(&[id.as_str(), "other"]), "limit")];
@@ -96,7 +97,7 @@ pub async fn every_counter_expires_within_two_windows<H: Harness>(harness: &H) {
         .iter()
         .map(|w| {
             ok(
-                rule(&format!("ttl{}", w.secs()), 1, *w).limit(&[&id, "count"]),
+                rule(&format!("ttl{}", w.secs()), 1, *w, 2).limit(&[&id, "count"]),
                 "limit",
             )
         })
@@ -105,7 +106,7 @@ pub async fn every_counter_expires_within_two_windows<H: Harness>(harness: &H) {
         .iter()
         .map(|w| {
             ok(
-                rule(&format!("ttl{}", w.secs()), 1, *w).limit(&[&id, "reserve"]),
+                rule(&format!("ttl{}", w.secs()), 1, *w, 2).limit(&[&id, "reserve"]),
                 "limit",
             )
         })
@@ -118,7 +119,7 @@ pub async fn every_counter_expires_within_two_windows<H: Harness>(harness: &H) {
     for limit in counted.iter().chain(&reserved) {
         let window = limit.rule().window();
         let key = limit.counter_key(window.index(now));
-        match ok(store.expiry(&key).await, "expiry") {
+        match harness.expiry(&key).await {
             Expiry::In(left) => assert!(
                 !left.is_zero() && left <= window.duration() * 2,
                 "{key} lives {left:?}, over two windows of {window}"
@@ -127,16 +128,11 @@ pub async fn every_counter_expires_within_two_windows<H: Harness>(harness: &H) {
         }
     }
     let mark = format!("dedup:{id}");
-    assert!(ok(
-        store.set_if_absent(&mark, Duration::from_secs(90)).await,
-        "set"
-    ));
-    match ok(store.expiry(&mark).await, "expiry") {
+    let claim = store.claim(&mark, "token", Duration::from_secs(90), deadline());
+    assert_eq!(ok(claim.await, "claim"), tollgate_core::Claim::Acquired);
+    match harness.expiry(&mark).await {
         Expiry::In(left) => assert!(!left.is_zero() && left <= Duration::from_secs(90)),
         other => panic!("{mark} must have a lifetime, found {other:?}"),
     }
-    assert_eq!(
-        ok(store.expiry(&format!("absent:{id}")).await, "expiry"),
-        Expiry::Absent
-    );
+    assert_eq!(harness.expiry(&format!("absent:{id}")).await, Expiry::Absent);
 }

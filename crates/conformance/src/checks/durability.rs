@@ -11,11 +11,11 @@ pub async fn counts_survive_a_restart<H: Harness>(harness: &H) {
     let clock = clock();
     let id = unique();
     let counted = [ok(
-        rule("restart", 10, Window::DAY).limit(&[&id, "count"]),
+        rule("restart", 10, Window::DAY, 2).limit(&[&id, "count"]),
         "limit",
     )];
     let reserved = [ok(
-        rule("restart", 10, Window::DAY).limit(&[&id, "reserve"]),
+        rule("restart", 10, Window::DAY, 2).limit(&[&id, "reserve"]),
         "limit",
     )];
     let delivery = format!("delivery-{id}");
@@ -28,10 +28,9 @@ pub async fn counts_survive_a_restart<H: Harness>(harness: &H) {
         for _ in 0..2 {
             ok(second.reserve(&reserved).await, "reserve");
         }
-        assert!(ok(
-            first.deliveries().first_delivery(&delivery).await,
-            "dedup"
-        ));
+        let begun = ok(first.deliveries().begin(&delivery).await, "begin");
+        let begun = begun.unwrap_or_else(|| panic!("a new delivery must begin"));
+        ok(begun.complete().await, "complete");
     }
     let reopened = limiter(harness.open().await, &clock);
     let left = ok(
@@ -42,10 +41,10 @@ pub async fn counts_survive_a_restart<H: Harness>(harness: &H) {
     );
     assert_eq!(left[0].remaining(), 7, "counted calls lost in the restart");
     assert_eq!(left[1].remaining(), 8, "reserved calls lost in the restart");
-    assert!(!ok(
-        reopened.deliveries().first_delivery(&delivery).await,
-        "dedup"
-    ));
+    assert!(
+        ok(reopened.deliveries().begin(&delivery).await, "begin").is_none(),
+        "a completed delivery was lost in the restart"
+    );
     let verdict = ok(reopened.count(&counted).await, "count");
     assert_eq!(verdict.usage()[0].remaining(), 6);
 }

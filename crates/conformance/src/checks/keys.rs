@@ -7,14 +7,14 @@ use proptest::prelude::*;
 use tollgate_core::{CounterStore, ManualClock, Visitor, Window};
 
 use crate::Harness;
-use crate::support::{block_on, limiter, ok, rule, runner, unique};
+use crate::support::{block_on, deadline, limiter, ok, rule, runner, unique};
 
 /// 2025-11-29T00:00:00Z is UTC day 20421.
 const DAY_20421: u64 = 20_421 * 86_400;
 
 /// The documented key format, byte for byte, and the store keeps that exact key.
 pub async fn golden_key_vectors<H: Harness>(harness: &H) {
-    let ask = rule("ask", 15, Window::DAY);
+    let ask = rule("ask", 15, Window::DAY, 2);
     let vectors: [(&[&str], &str); 7] = [
         (&["docs", "203.0.113.9"], "limit:ask:docs:203.0.113.9:20421"),
         (
@@ -35,11 +35,11 @@ pub async fn golden_key_vectors<H: Harness>(harness: &H) {
         );
     }
     let all = ok(
-        rule("ask-all", 5_000, Window::DAY).limit::<&str>(&[]),
+        rule("ask-all", 5_000, Window::DAY, 0).limit::<&str>(&[]),
         "limit",
     );
     assert_eq!(all.counter_key(20_421), "limit:ask-all:20421");
-    let github = ok(rule("github", 60, Window::HOUR).limit(&["acme"]), "limit");
+    let github = ok(rule("github", 60, Window::HOUR, 1).limit(&["acme"]), "limit");
     assert_eq!(
         github.counter_key(Window::HOUR.index(DAY_20421 + 3_599)),
         "limit:github:acme:490104"
@@ -56,7 +56,7 @@ pub async fn golden_key_vectors<H: Harness>(harness: &H) {
     let limit = ok(ask.limit(&[project.as_str(), "2001:db8:0:1::/64"]), "limit");
     ok(limiter.count(&[limit]).await, "count");
     let key = format!("limit:ask:{project}:2001:db8:0:1::/64:20421");
-    assert_eq!(ok(store.get(&[key]).await, "get"), [1]);
+    assert_eq!(ok(store.get(&[key], deadline()).await, "get"), [1]);
 }
 
 /// Bytes that make keys collide when a format is careless: separators,
@@ -73,16 +73,16 @@ fn part() -> impl Strategy<Value = String> {
 /// identifiers hold: distinct parts give distinct keys, and the store keeps
 /// their counts apart.
 pub async fn principals_never_share_a_counter<H: Harness>(harness: &H) {
-    let r = rule("iso", 1_000, Window::HOUR);
-    // One rule always takes the same number of parts (see `Limit`): 1 to 3 here.
+    // A rule takes a fixed number of parts; rules of 1 to 4 parts here.
+    let rules: Vec<_> = (0..5).map(|n| rule("iso", 1_000, Window::HOUR, n)).collect();
     let pairs = (1..4usize)
         .prop_flat_map(|n| (vec(part(), n), vec(part(), n)))
         .prop_filter("distinct", |(a, b)| a != b);
     let keys = runner(4_096).run(&pairs, |(a, b)| {
-        let ka = r
+        let ka = rules[a.len()]
             .limit(&a)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let kb = r
+        let kb = rules[b.len()]
             .limit(&b)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_ne!(ka.key(), kb.key());
@@ -96,10 +96,10 @@ pub async fn principals_never_share_a_counter<H: Harness>(harness: &H) {
         let run = unique();
         let a: Vec<String> = [run.clone()].into_iter().chain(a).collect();
         let b: Vec<String> = [run].into_iter().chain(b).collect();
-        let la = r
+        let la = rules[a.len()]
             .limit(&a)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let lb = r
+        let lb = rules[b.len()]
             .limit(&b)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         for _ in 0..2 {

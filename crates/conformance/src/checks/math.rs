@@ -36,7 +36,7 @@ pub async fn remaining_is_max_minus_count<H: Harness>(harness: &H) {
     let clock = clock();
     let limiter = limiter(store, &clock);
     let result = runner(24).run(&(1..12u64, 1..16u64), |(max, n)| {
-        let limit = rule("remaining", max, Window::HOUR).limit(&[unique()]);
+        let limit = rule("remaining", max, Window::HOUR, 1).limit(&[unique()]);
         let limit = limit.map_err(|e| TestCaseError::fail(e.to_string()))?;
         for i in 1..=n {
             let verdict = block_on(limiter.count(std::slice::from_ref(&limit)))
@@ -56,7 +56,7 @@ pub async fn remaining_is_max_minus_count<H: Harness>(harness: &H) {
 pub async fn next_window_starts_fresh<H: Harness>(harness: &H) {
     let clock = clock();
     let limiter = limiter(harness.open().await, &clock);
-    let limit = ok(rule("fresh", 2, Window::MINUTE).limit(&[unique()]), "limit");
+    let limit = ok(rule("fresh", 2, Window::MINUTE, 1).limit(&[unique()]), "limit");
     let limits = [limit];
     for _ in 0..2 {
         assert!(ok(limiter.count(&limits).await, "count").is_allowed());
@@ -80,9 +80,9 @@ pub async fn limited_names_the_longest_wait<H: Harness>(harness: &H) {
     let limiter = limiter(harness.open().await, &clock);
     let id = unique();
     let limits = [
-        ok(rule("burst", 1, Window::MINUTE).limit(&[&id]), "limit"),
-        ok(rule("daily", 1, Window::DAY).limit(&[&id]), "limit"),
-        ok(rule("roomy", 100, Window::DAY).limit(&[&id]), "limit"),
+        ok(rule("burst", 1, Window::MINUTE, 1).limit(&[&id]), "limit"),
+        ok(rule("daily", 1, Window::DAY, 1).limit(&[&id]), "limit"),
+        ok(rule("roomy", 100, Window::DAY, 1).limit(&[&id]), "limit"),
     ];
     assert!(ok(limiter.count(&limits).await, "count").is_allowed());
     let verdict = ok(limiter.count(&limits).await, "count");

@@ -10,7 +10,6 @@ mod dedup;
 mod durability;
 mod keys;
 mod math;
-mod policy;
 mod reserve;
 
 pub use concurrency::racing_callers_allow_exactly_max;
@@ -24,9 +23,6 @@ pub use keys::{golden_key_vectors, principals_never_share_a_counter};
 pub use math::{
     limited_names_the_longest_wait, next_window_starts_fresh, remaining_is_max_minus_count,
     window_math_properties,
-};
-pub use policy::{
-    fail_closed_returns_unavailable, fail_open_allows_and_logs, retry_stops_after_three_attempts,
 };
 pub use reserve::{racing_reservations_allow_exactly_max, refused_reservation_changes_no_counter};
 
@@ -42,7 +38,6 @@ mod tests {
             include_str!("durability.rs"),
             include_str!("keys.rs"),
             include_str!("math.rs"),
-            include_str!("policy.rs"),
             include_str!("reserve.rs"),
         ];
         let lib = include_str!("../lib.rs");

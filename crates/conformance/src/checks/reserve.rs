@@ -13,10 +13,10 @@ pub async fn refused_reservation_changes_no_counter<H: Harness>(harness: &H) {
     let limiter = limiter(harness.open().await, &clock);
     let id = unique();
     let own = ok(
-        rule("own", 2, Window::DAY).limit(&[&id, "visitor"]),
+        rule("own", 2, Window::DAY, 2).limit(&[&id, "visitor"]),
         "limit",
     );
-    let shared = ok(rule("shared", 100, Window::DAY).limit(&[&id]), "limit");
+    let shared = ok(rule("shared", 100, Window::DAY, 1).limit(&[&id]), "limit");
     let limits = [own.clone(), shared.clone()];
     for _ in 0..2 {
         assert!(ok(limiter.reserve(&limits).await, "reserve").is_allowed());
@@ -41,9 +41,9 @@ pub async fn refused_reservation_changes_no_counter<H: Harness>(harness: &H) {
     );
 
     // Refused because the shared limit is full: the caller's own counter is untouched.
-    let tight = ok(rule("tight", 1, Window::DAY).limit(&[&id]), "limit");
+    let tight = ok(rule("tight", 1, Window::DAY, 1).limit(&[&id]), "limit");
     let fresh = ok(
-        rule("own", 2, Window::DAY).limit(&[&id, "newcomer"]),
+        rule("own", 2, Window::DAY, 2).limit(&[&id, "newcomer"]),
         "limit",
     );
     assert!(
@@ -73,8 +73,8 @@ pub async fn racing_reservations_allow_exactly_max<H: Harness>(harness: &H) {
         limiter(harness.open().await, &clock),
     ];
     let id = unique();
-    let shared = ok(rule("pool", MAX, Window::HOUR).limit(&[&id]), "limit");
-    let own_rule = rule("each", 3, Window::HOUR);
+    let shared = ok(rule("pool", MAX, Window::HOUR, 1).limit(&[&id]), "limit");
+    let own_rule = rule("each", 3, Window::HOUR, 2);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let allowed = race(&limiters, CALLERS, |limiter| {
         let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

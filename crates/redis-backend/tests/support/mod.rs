@@ -6,7 +6,7 @@ pub mod relay;
 
 use std::time::Duration;
 
-use tollgate_conformance::unique;
+use tollgate_test_support::unique;
 use tollgate_core::{Limit, Rule, Window};
 
 /// The failure bound stated in the crate docs: a check against a dead or

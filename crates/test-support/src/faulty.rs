@@ -4,7 +4,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tollgate_core::{Counter, CounterStore, Expiry, Reservation, StoreError, async_trait};
+use tollgate_core::{
+    Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait,
+};
 
 /// How a [`Faulty`] store answers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -69,33 +71,43 @@ impl<S: CounterStore> Faulty<S> {
 
 #[async_trait]
 impl<S: CounterStore> CounterStore for Faulty<S> {
-    async fn increment(&self, counters: &[Counter]) -> Result<Vec<u64>, StoreError> {
+    async fn count(&self, counters: &[Counter], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
         self.gate().await?;
-        self.inner.increment(counters).await
+        self.inner.count(counters, deadline).await
     }
 
-    async fn increment_within(&self, counters: &[Counter]) -> Result<Reservation, StoreError> {
+    async fn reserve(&self, counters: &[Counter], deadline: Deadline) -> Result<Reservation, StoreError> {
         self.gate().await?;
-        self.inner.increment_within(counters).await
+        self.inner.reserve(counters, deadline).await
     }
 
-    async fn get(&self, keys: &[String]) -> Result<Vec<u64>, StoreError> {
+    async fn refund(&self, counters: &[Counter], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
         self.gate().await?;
-        self.inner.get(keys).await
+        self.inner.refund(counters, deadline).await
     }
 
-    async fn set_if_absent(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+    async fn get(&self, keys: &[String], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
         self.gate().await?;
-        self.inner.set_if_absent(key, ttl).await
+        self.inner.get(keys, deadline).await
     }
 
-    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
+    async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
         self.gate().await?;
-        self.inner.delete(key).await
+        self.inner.delete(key, deadline).await
     }
 
-    async fn expiry(&self, key: &str) -> Result<Expiry, StoreError> {
+    async fn claim(&self, key: &str, token: &str, ttl: Duration, deadline: Deadline) -> Result<Claim, StoreError> {
         self.gate().await?;
-        self.inner.expiry(key).await
+        self.inner.claim(key, token, ttl, deadline).await
+    }
+
+    async fn finish(&self, key: &str, token: &str, ttl: Duration, deadline: Deadline) -> Result<bool, StoreError> {
+        self.gate().await?;
+        self.inner.finish(key, token, ttl, deadline).await
+    }
+
+    async fn release(&self, key: &str, token: &str, deadline: Deadline) -> Result<bool, StoreError> {
+        self.gate().await?;
+        self.inner.release(key, token, deadline).await
     }
 }

@@ -8,7 +8,7 @@
 //! private one.
 //!
 //! ```no_run
-//! use tollgate_conformance::redis_server::RedisServer;
+//! use tollgate_test_support::redis_server::RedisServer;
 //! let mut server = RedisServer::start();
 //! let url = server.url(); // redis://127.0.0.1:<port>
 //! server.stop(); // SIGKILL; the port and directory are kept
