@@ -22,16 +22,24 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 /// `RateLimit`: what is left of each limit and when it resets.
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
-/// The `RateLimit-Policy` value: one `"name";q=MAX;w=WINDOW_SECS` per limit,
-/// comma-separated; `None` for no limits.
+/// The `RateLimit-Policy` value: one `"name";q=MAX;w=WINDOW_SECS` per public
+/// limit (with `;qu="UNIT"` when the limit counts a quota unit the draft
+/// defines, such as `content-bytes`), comma-separated; `None` when no limit
+/// is public.
 pub fn policy(usage: &[Usage]) -> Option<HeaderValue> {
     list(usage, |out, u| {
         let _ = write!(out, ";q={};w={}", u.max(), u.window().secs());
+        if let Some(unit) = u.unit().quota_unit() {
+            let _ = write!(out, ";qu=\"{unit}\"");
+        }
     })
 }
 
-/// The `RateLimit` value: one `"name";r=REMAINING;t=RESET_SECS` per limit,
-/// comma-separated, remaining never below 0; `None` for no limits.
+/// The `RateLimit` value: one `"name";r=REMAINING;t=RESET_SECS` per public
+/// limit, comma-separated, remaining never below 0; `None` when no limit is
+/// public. A rule that is not public
+/// ([`Rule::with_public`](tollgate_core::Rule::with_public)) never shows its
+/// budget here.
 pub fn rate_limit(usage: &[Usage]) -> Option<HeaderValue> {
     list(usage, |out, u| {
         let _ = write!(out, ";r={};t={}", u.remaining().max(0), u.retry_after());
@@ -51,16 +59,16 @@ pub fn insert(verdict: &Verdict, headers: &mut HeaderMap) {
 }
 
 fn list(usage: &[Usage], params: impl Fn(&mut String, &Usage)) -> Option<HeaderValue> {
-    if usage.is_empty() {
-        return None;
-    }
     let mut out = String::new();
-    for (i, u) in usage.iter().enumerate() {
-        if i > 0 {
+    for u in usage.iter().filter(|u| u.is_public()) {
+        if !out.is_empty() {
             out.push_str(", ");
         }
         string_item(&mut out, u.name());
         params(&mut out, u);
+    }
+    if out.is_empty() {
+        return None;
     }
     HeaderValue::from_str(&out).ok()
 }

@@ -8,11 +8,35 @@ use axum::extract::{FromRequestParts, RawPathParams};
 use http::request::Parts;
 use tollgate_core::{Error as CoreError, Limit, Limiter, Mode, Policy, Rule, Verdict, Visitor};
 
-use crate::{Rejection, VisitorSource};
+use crate::{Rejection, VisitorSource, check};
 
 /// Builds the key parts of one rule from a [`Call`]; `None` when the call
 /// lacks a value the key needs (answered with 500: the route is misconfigured).
 type KeyParts = dyn Fn(&Call<'_>) -> Option<Vec<String>> + Send + Sync;
+
+/// The cost of one rule for a [`Call`]; `None` when the call does not say
+/// (answered with 400).
+type Cost = dyn Fn(&Call<'_>) -> Option<u64> + Send + Sync;
+
+/// One value of a declared key, for [`Guard::keyed`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyPart {
+    /// The path parameter of this name.
+    Param(&'static str),
+    /// The visitor (the guard needs a [`VisitorSource`]).
+    Visitor,
+    /// The header of this name (only when something upstream authenticated it).
+    Header(&'static str),
+}
+
+/// A rule of a guard: how to key it and what one call costs.
+#[derive(Clone)]
+struct Checked {
+    rule: Rule,
+    key: Arc<KeyParts>,
+    cost: Option<Arc<Cost>>,
+}
 
 /// A route guard: checks every rule's limit in one store call **before** the
 /// handler runs. A refused call gets a [`Rejection`] (429, 503 or 400) and
@@ -52,7 +76,7 @@ type KeyParts = dyn Fn(&Call<'_>) -> Option<Vec<String>> + Send + Sync;
 pub struct Guard {
     limiter: Limiter,
     visitors: Option<VisitorSource>,
-    rules: Vec<(Rule, Arc<KeyParts>)>,
+    rules: Vec<Checked>,
     mode: Mode,
     policy: Policy,
 }
@@ -79,12 +103,77 @@ impl Guard {
     }
 
     /// Adds a rule, with the function that gives its key parts for a call.
+    /// A function giving another number of parts than the rule declares is
+    /// answered with 500 and an error log; [`keyed`](Guard::keyed) refuses
+    /// such a route when it is built.
     pub fn rule<F>(mut self, rule: &Rule, key: F) -> Guard
     where
         F: Fn(&Call<'_>) -> Option<Vec<String>> + Send + Sync + 'static,
     {
-        self.rules.push((rule.clone(), Arc::new(key)));
+        self.rules.push(Checked {
+            rule: rule.clone(),
+            key: Arc::new(key),
+            cost: None,
+        });
         self
+    }
+
+    /// Adds a rule keyed by these parts of a call, checked now against the
+    /// parts the rule declares.
+    ///
+    /// ```
+    /// use tollgate_axum::{Guard, KeyPart};
+    /// # fn demo(limiter: tollgate_core::Limiter) -> Result<(), tollgate_core::Error> {
+    /// let rules = tollgate_core::RuleSet::defaults();
+    /// let guard = Guard::new(limiter).keyed(rules.get("ask-site")?, &[KeyPart::Param("project")])?;
+    /// assert!(Guard::new(guard.limiter().clone()).keyed(rules.get("ask-site")?, &[]).is_err());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`CoreError::KeyArity`] when the rule declares another number of parts.
+    pub fn keyed(self, rule: &Rule, parts: &[KeyPart]) -> Result<Guard, CoreError> {
+        if parts.len() != rule.key_parts().len() {
+            return Err(CoreError::KeyArity {
+                rule: rule.name().to_owned(),
+                expected: rule.key_parts().len(),
+                found: parts.len(),
+            });
+        }
+        let parts = parts.to_vec();
+        Ok(self.rule(rule, move |call| {
+            parts
+                .iter()
+                .map(|part| {
+                    let value = match part {
+                        KeyPart::Param(name) => call.param(name),
+                        KeyPart::Visitor => call.visitor(),
+                        KeyPart::Header(name) => call.header(name),
+                    };
+                    value.map(str::to_owned)
+                })
+                .collect()
+        }))
+    }
+
+    /// Sets the cost of the rule added last, read from the request head (a
+    /// header, or a constant per route); 1 unit otherwise. `None` or a cost
+    /// out of range is answered with 400 before anything is counted. Costs
+    /// estimated from the body are checked in the handler with [`check`].
+    pub fn cost<F>(mut self, cost: F) -> Guard
+    where
+        F: Fn(&Call<'_>) -> Option<u64> + Send + Sync + 'static,
+    {
+        if let Some(last) = self.rules.last_mut() {
+            last.cost = Some(Arc::new(cost));
+        }
+        self
+    }
+
+    /// The limiter this guard checks in.
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
     }
 
     /// How the check spends budget ([`Mode::Count`] by default).
@@ -121,15 +210,7 @@ impl Guard {
             visitor: visitor.as_ref(),
         };
         let limits = self.limits(&call)?;
-        let verdict = match self.limiter.check(&limits, self.mode, self.policy).await {
-            Ok(verdict) => verdict,
-            Err(CoreError::Unavailable(_)) => return Err(Rejection::Unavailable),
-            Err(other) => return Err(Rejection::from(other)),
-        };
-        if let Some(rejection) = Rejection::from_verdict(&verdict) {
-            tracing::debug!(status = %rejection.status(), "call refused by a rate limit");
-            return Err(rejection);
-        }
+        let verdict = check(&self.limiter, &limits, self.mode, self.policy).await?;
         if let Some(visitor) = visitor {
             parts.extensions.insert(visitor);
         }
@@ -140,8 +221,9 @@ impl Guard {
     fn limits(&self, call: &Call<'_>) -> Result<Vec<Limit>, Rejection> {
         self.rules
             .iter()
-            .map(|(rule, key)| {
-                let Some(parts) = key(call) else {
+            .map(|checked| {
+                let rule = &checked.rule;
+                let Some(parts) = (checked.key)(call) else {
                     tracing::error!(
                         rule = rule.name(),
                         path = %call.parts.uri.path(),
@@ -150,7 +232,14 @@ impl Guard {
                     );
                     return Err(Rejection::Internal);
                 };
-                rule.limit(&parts).map_err(Rejection::from)
+                let limit = rule.limit(&parts).map_err(Rejection::from)?;
+                match &checked.cost {
+                    None => Ok(limit),
+                    Some(cost) => match cost(call) {
+                        Some(units) => limit.with_cost(units).map_err(Rejection::from),
+                        None => Err(Rejection::BadRequest("the call's cost is missing or malformed".into())),
+                    },
+                }
             })
             .collect()
     }
@@ -158,7 +247,7 @@ impl Guard {
 
 impl fmt::Debug for Guard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rules: Vec<&str> = self.rules.iter().map(|(rule, _)| rule.name()).collect();
+        let rules: Vec<&str> = self.rules.iter().map(|c| c.rule.name()).collect();
         f.debug_struct("Guard")
             .field("rules", &rules)
             .field("visitors", &self.visitors)

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod check;
 mod error;
 mod extract;
 pub mod fields;
@@ -13,7 +14,8 @@ mod trust;
 
 pub use error::{AddressSource, Error};
 pub use extract::ClientVisitor;
-pub use guard::{Call, Guard};
+pub use check::check;
+pub use guard::{Call, Guard, KeyPart};
 pub use network::Network;
 pub use problem::Problem;
 pub use rejection::{Rejection, UNAVAILABLE_RETRY_AFTER};

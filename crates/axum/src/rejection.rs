@@ -2,7 +2,7 @@
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use tollgate_core::{MAX_PART_LEN, RateLimited, Usage, Verdict};
+use tollgate_core::{MAX_PART_LEN, RateLimited, Unit, Usage, Verdict};
 
 use crate::problem::{self, Problem};
 use crate::{Error, fields};
@@ -71,9 +71,14 @@ impl Rejection {
         let status = self.status();
         match self {
             Rejection::Limited { limited, .. } => {
-                Problem::new(status, problem::RATE_LIMITED, "Too Many Requests")
+                let problem = Problem::new(status, problem::RATE_LIMITED, "Too Many Requests")
                     .detail(limited.to_string())
-                    .member("limit", limited.limit())
+                    .member("limit", limited.limit());
+                let problem = match limited.unit() {
+                    Unit::Calls => problem,
+                    unit => problem.member("unit", unit.as_str()),
+                };
+                problem
                     .member("retry_after", limited.retry_after())
                     .member("reset", limited.reset())
                     .retry_after(limited.retry_after())
@@ -121,7 +126,7 @@ impl From<tollgate_core::Error> for Rejection {
             Core::PartTooLong { .. } => Rejection::BadRequest(format!(
                 "a value identifying this call is longer than {MAX_PART_LEN} bytes"
             )),
-            Core::InvalidDeliveryId => Rejection::BadRequest(err.to_string()),
+            Core::InvalidDeliveryId | Core::InvalidCost(_) => Rejection::BadRequest(err.to_string()),
             other => {
                 tracing::error!(error = %other, "a rate limit check could not be built");
                 Rejection::Internal

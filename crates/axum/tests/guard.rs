@@ -11,7 +11,7 @@ use axum::response::Response;
 use axum::routing::post;
 use http::{Request, StatusCode};
 use serde_json::Value;
-use tollgate_axum::{Guard, Trust, VisitorSource};
+use tollgate_axum::{Guard, KeyPart, Trust, VisitorSource};
 use tollgate_test_support::{Fault, Faulty};
 use tollgate_core::{Limiter, ManualClock, Mode, Policy, Rule, Window};
 use tollgate_memory::MemoryStore;
@@ -24,8 +24,16 @@ fn clock() -> ManualClock {
     ManualClock::new(Duration::from_secs(NOW))
 }
 
+/// The rule `name`, with the key parts these tests give it.
 fn rule(name: &str, max: u64, window: Window) -> Rule {
-    Rule::new(name, max, window).unwrap()
+    let parts: &[&str] = match name {
+        "ask" => &["project", "visitor"],
+        "runs" | "tokens" => &["project"],
+        _ => &[],
+    };
+    Rule::new(name, max, window)
+        .and_then(|r| r.with_key(parts))
+        .unwrap()
 }
 
 /// A router with one guarded POST route, `/sites/{project}/ask`, whose
@@ -338,4 +346,94 @@ async fn path_parameters_are_percent_decoded_and_isolated() {
         post_ask(&router, "a", "203.0.113.9").await.status(),
         StatusCode::OK
     );
+}
+
+#[tokio::test]
+async fn a_key_of_the_wrong_arity_is_a_500_at_request_time_and_refused_at_build_time() {
+    let guard = Guard::new(memory_limiter()).rule(&rule("runs", 3, Window::DAY), |call| {
+        Some(vec![call.param("project")?.into(), "extra".into()])
+    });
+    let (router, runs) = app(guard);
+    let response = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let refused = Guard::new(memory_limiter()).keyed(
+        &rule("runs", 3, Window::DAY),
+        &[KeyPart::Param("project"), KeyPart::Visitor],
+    );
+    assert!(matches!(
+        refused,
+        Err(tollgate_core::Error::KeyArity { expected: 1, found: 2, .. })
+    ));
+    let keyed = Guard::new(memory_limiter())
+        .keyed(&rule("runs", 1, Window::DAY), &[KeyPart::Param("project")])
+        .unwrap();
+    let (router, _) = app(keyed);
+    assert_eq!(post_ask(&router, "docs", "203.0.113.9").await.status(), 200);
+    assert_eq!(post_ask(&router, "docs", "203.0.113.9").await.status(), 429);
+    assert_eq!(post_ask(&router, "other", "203.0.113.9").await.status(), 200);
+}
+
+#[tokio::test]
+async fn a_cost_from_the_request_head_is_spent_and_a_bad_one_is_a_400_spending_nothing() {
+    let limiter = memory_limiter();
+    let tokens = rule("tokens", 100, Window::DAY)
+        .with_unit(tollgate_core::Unit::new("tokens").unwrap());
+    let guard = Guard::new(limiter.clone())
+        .rule(&tokens, |call| Some(vec![call.param("project")?.into()]))
+        .cost(|call| call.header("x-cost")?.parse().ok())
+        .mode(Mode::Reserve);
+    let (router, runs) = app(guard);
+    let send = |cost: &str| {
+        let request = Request::post("/sites/docs/ask")
+            .header("x-cost", cost)
+            .body(Body::empty())
+            .unwrap();
+        router.clone().oneshot(request)
+    };
+    let first = send("60").await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert_eq!(header(&first, "ratelimit"), Some("\"tokens\";r=40;t=3600"));
+    for bad in ["", "zero", "0", "-5", "99999999999999999999"] {
+        let response = send(bad).await.unwrap();
+        assert_eq!(response.status(), 400, "cost {bad:?}");
+    }
+    let refused = send("41").await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let body = json(&body_text(refused).await);
+    assert_eq!(body["limit"], "tokens");
+    assert_eq!(body["unit"], "tokens");
+    assert!(body["detail"].as_str().unwrap().contains("100 tokens per 1d"));
+    assert_eq!(send("40").await.unwrap().status(), 200, "refused calls spent nothing");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_rule_that_is_not_public_never_shows_its_budget() {
+    let limiter = memory_limiter();
+    let guard = Guard::new(limiter)
+        .rule(&rule("runs", 2, Window::DAY), |call| {
+            Some(vec![call.param("project")?.into()])
+        })
+        .rule(&rule("ask-all", 1, Window::DAY).with_public(false), |_| Some(vec![]))
+        .mode(Mode::Reserve);
+    let (router, _) = app(guard);
+    let allowed = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(allowed.status(), 200);
+    assert_eq!(header(&allowed, "ratelimit"), Some("\"runs\";r=1;t=3600"));
+    assert_eq!(header(&allowed, "ratelimit-policy"), Some("\"runs\";q=2;w=86400"));
+    let refused = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(refused.status(), 429);
+    let text = whole(refused).await;
+    assert!(text.contains("\"limit\":\"ask-all\""), "named in its own 429: {text}");
+    for line in text.lines().filter(|l| l.starts_with("ratelimit")) {
+        assert!(!line.contains("ask-all"), "budget shown: {line}");
+    }
+    let only_hidden = Guard::new(memory_limiter())
+        .rule(&rule("ask-all", 5, Window::DAY).with_public(false), |_| Some(vec![]));
+    let (router, _) = app(only_hidden);
+    let allowed = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(allowed.status(), 200);
+    assert!(header(&allowed, "ratelimit").is_none());
+    assert!(header(&allowed, "ratelimit-policy").is_none());
 }
