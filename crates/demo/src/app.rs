@@ -3,15 +3,17 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{Path, Request, State};
+use axum::body::Bytes;
+use axum::extract::{FromRef, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde::Deserialize;
 use serde_json::json;
-use tollgate::axum::{Guard, Rejection, VisitorSource};
-use tollgate::{Deliveries, Limiter, Mode, Policy, RuleSet};
+use tollgate::axum::{ClientVisitor, Guard, KeyPart, Rejection, VisitorSource, check, fields};
+use tollgate::{Limit, Limiter, Mode, Policy, Rule, RuleSet};
 
 use crate::Work;
 
@@ -21,16 +23,64 @@ pub const DELIVERY_HEADER: &str = "x-github-delivery";
 #[derive(Clone, Debug)]
 struct Demo {
     work: Arc<Work>,
-    deliveries: Deliveries,
+    limiter: Limiter,
+    ask: Arc<AskRules>,
+    visitors: VisitorSource,
+}
+
+impl FromRef<Demo> for VisitorSource {
+    fn from_ref(demo: &Demo) -> VisitorSource {
+        demo.visitors.clone()
+    }
+}
+
+/// The five limits of an Ask AI call, checked together, all-or-nothing.
+#[derive(Debug)]
+struct AskRules {
+    burst: Rule,
+    ask: Rule,
+    site: Rule,
+    all: Rule,
+    tokens: Rule,
+}
+
+impl AskRules {
+    fn new(rules: &RuleSet) -> Result<AskRules, tollgate::Error> {
+        Ok(AskRules {
+            burst: rules.get("ask-burst")?.clone(),
+            ask: rules.get("ask")?.clone(),
+            site: rules.get("ask-site")?.clone(),
+            all: rules.get("ask-all")?.clone(),
+            tokens: rules.get("ask-tokens")?.clone(),
+        })
+    }
+
+    /// The limits of one question from `visitor` on `project`, reserving
+    /// `estimate` tokens.
+    fn limits(&self, project: &str, visitor: &str, estimate: u64) -> Result<Vec<Limit>, tollgate::Error> {
+        Ok(vec![
+            self.burst.limit(&[visitor])?,
+            self.ask.limit(&[project, visitor])?,
+            self.site.limit(&[project])?,
+            self.all.limit::<&str>(&[])?,
+            self.tokens.limit(&[project])?.with_cost(estimate)?,
+        ])
+    }
 }
 
 /// The demo's router:
 ///
-/// - `POST /sites/{project}/ask`: Ask AI, guarded by `ask-burst`, `ask`,
-///   `ask-site` and `ask-all`, all-or-nothing and fail-closed; 200.
+/// - `POST /sites/{project}/ask`: Ask AI with an optional JSON body
+///   `{"question": "..."}`. The handler estimates the tokens from the body
+///   (`ceil(question bytes / 4) + 512`), checks `ask-burst`, `ask`,
+///   `ask-site`, `ask-all` and `ask-tokens` (with that estimate) in one
+///   all-or-nothing, fail-closed reservation, runs the fake provider call,
+///   and settles `ask-tokens` with the tokens it used; 200
+///   `{"project", "answer", "tokens"}`.
 /// - `POST /orgs/{org}/runs`: a docs run, guarded by `docs-run`, fail-open; 202.
 /// - `POST /webhooks/github`: processed once per `X-GitHub-Delivery`; 200.
-/// - `GET /stats`: the domain work done per route; `GET /healthz`.
+/// - `GET /stats`: the domain work done per route, and the tokens settled;
+///   `GET /healthz`.
 ///
 /// Every request is logged at info.
 ///
@@ -42,32 +92,18 @@ pub fn app(
     rules: &RuleSet,
     visitors: VisitorSource,
 ) -> Result<Router, tollgate::Error> {
-    let ask = Guard::new(limiter.clone())
-        .visitors(visitors)
-        .rule(rules.get("ask-burst")?, |call| {
-            Some(vec![call.visitor()?.into()])
-        })
-        .rule(rules.get("ask")?, |call| {
-            Some(vec![call.param("project")?.into(), call.visitor()?.into()])
-        })
-        .rule(rules.get("ask-site")?, |call| {
-            Some(vec![call.param("project")?.into()])
-        })
-        .rule(rules.get("ask-all")?, |_| Some(vec![]))
-        .mode(Mode::Reserve)
-        .policy(Policy::FailClosed);
     let runs = Guard::new(limiter.clone())
-        .rule(rules.get("docs-run")?, |call| {
-            Some(vec![call.param("org")?.into()])
-        })
+        .keyed(rules.get("docs-run")?, &[KeyPart::Param("org")])?
         .mode(Mode::Count)
         .policy(Policy::FailOpen);
     let demo = Demo {
         work: Arc::default(),
-        deliveries: limiter.deliveries(),
+        ask: Arc::new(AskRules::new(rules)?),
+        limiter,
+        visitors,
     };
     Ok(Router::new()
-        .route("/sites/{project}/ask", post(answer).route_layer(ask))
+        .route("/sites/{project}/ask", post(answer))
         .route("/orgs/{org}/runs", post(start_run).route_layer(runs))
         .route("/webhooks/github", post(github_webhook))
         .route("/stats", get(stats))
@@ -76,13 +112,58 @@ pub fn app(
         .layer(middleware::from_fn(log_request)))
 }
 
-/// The Ask AI route's domain work: only reached when every limit allowed it.
-async fn answer(State(demo): State<Demo>, Path(project): Path<String>) -> Json<serde_json::Value> {
-    demo.work.ask();
-    Json(json!({
+/// The body of an Ask AI call; an empty body is an empty question.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Question {
+    question: String,
+}
+
+/// The tokens a question is estimated to cost before the provider call:
+/// its bytes over four, rounded up, plus 512 for the answer.
+pub fn estimate_tokens(question: &str) -> u64 {
+    (question.len() as u64).div_ceil(4).saturating_add(512)
+}
+
+/// The fake provider call: a deterministic answer, and the tokens it used
+/// (the question's, plus 64 to 319 for the answer; never over the estimate).
+fn provider(question: &str) -> (String, u64) {
+    let answer_tokens = 64 + (question.len() as u64 % 256);
+    let used = (question.len() as u64).div_ceil(4) + answer_tokens;
+    ("This is where the expensive AI answer would be.".into(), used)
+}
+
+/// Ask AI: the body is read and the cost estimated before anything is
+/// counted; the limits are checked before any work; the tokens are settled.
+async fn answer(
+    State(demo): State<Demo>,
+    ClientVisitor(visitor): ClientVisitor,
+    Path(project): Path<String>,
+    body: Bytes,
+) -> Result<Response, Rejection> {
+    let question = if body.is_empty() {
+        Question::default()
+    } else {
+        serde_json::from_slice::<Question>(&body)
+            .map_err(|_| Rejection::BadRequest("the body must be {\"question\": \"...\"}".into()))?
+    };
+    let estimate = estimate_tokens(&question.question);
+    let limits = demo.ask.limits(&project, visitor.as_str(), estimate)?;
+    let verdict = check(&demo.limiter, &limits, Mode::Reserve, Policy::FailClosed).await?;
+    let (answer, used) = provider(&question.question);
+    demo.work.ask(used);
+    if let Err(err) = demo.limiter.settle(&verdict, "ask-tokens", used).await {
+        // The estimate stays spent: the safe direction.
+        tracing::warn!(error = %err, "settling ask-tokens failed; the estimate stays spent");
+    }
+    let mut response = Json(json!({
         "project": project,
-        "answer": "This is where the expensive AI answer would be.",
+        "answer": answer,
+        "tokens": used,
     }))
+    .into_response();
+    fields::insert(&verdict, response.headers_mut());
+    Ok(response)
 }
 
 async fn start_run(State(demo): State<Demo>, Path(org): Path<String>) -> impl IntoResponse {
@@ -110,18 +191,22 @@ async fn github_webhook(
             ));
         }
     };
-    let first = demo.deliveries.first_delivery(id).await.map_err(|err| {
+    let begun = demo.limiter.deliveries().begin(id).await.map_err(|err| {
         if err.is_unavailable() {
             tracing::warn!("webhook delivery could not be de-duplicated; refusing it (503)");
         }
         Rejection::from(err)
     })?;
-    if !first {
+    let Some(delivery) = begun else {
         return Ok(Json(json!({ "duplicate": true })));
-    }
-    // The domain work. Were it to fail, `demo.deliveries.release(id)` would
-    // let GitHub's redelivery be processed.
+    };
+    // The domain work. Were it to fail, `delivery.release()` (or dropping
+    // the handle) would let GitHub's redelivery be processed.
     demo.work.webhook();
+    if let Err(err) = delivery.complete().await {
+        // The lease ends by itself; a redelivery may be processed again.
+        tracing::warn!(error = %err, "marking a webhook delivery done failed");
+    }
     Ok(Json(json!({ "processed": true })))
 }
 

@@ -5,7 +5,7 @@ mod options;
 mod run;
 mod work;
 
-pub use app::{DELIVERY_HEADER, app};
+pub use app::{DELIVERY_HEADER, app, estimate_tokens};
 pub use options::Options;
 pub use run::{StartError, run, serve};
 pub use work::Work;

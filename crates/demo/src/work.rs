@@ -9,13 +9,15 @@ use serde_json::{Value, json};
 #[derive(Debug, Default)]
 pub struct Work {
     ask: AtomicU64,
+    tokens: AtomicU64,
     runs: AtomicU64,
     webhooks: AtomicU64,
 }
 
 impl Work {
-    /// Records one answered question; the new total.
-    pub fn ask(&self) -> u64 {
+    /// Records one answered question that used `tokens`; the new total of questions.
+    pub fn ask(&self, tokens: u64) -> u64 {
+        self.tokens.fetch_add(tokens, Ordering::SeqCst);
         self.ask.fetch_add(1, Ordering::SeqCst) + 1
     }
 
@@ -29,10 +31,11 @@ impl Work {
         self.webhooks.fetch_add(1, Ordering::SeqCst) + 1
     }
 
-    /// `{"ask":N,"runs":N,"webhooks":N}`.
+    /// `{"ask":N,"tokens":N,"runs":N,"webhooks":N}`.
     pub fn to_json(&self) -> Value {
         json!({
             "ask": self.ask.load(Ordering::SeqCst),
+            "tokens": self.tokens.load(Ordering::SeqCst),
             "runs": self.runs.load(Ordering::SeqCst),
             "webhooks": self.webhooks.load(Ordering::SeqCst),
         })
