@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod cloudflare;
 mod error;
 mod extract;
 pub mod fields;

@@ -27,8 +27,9 @@ pub struct Options {
     #[arg(long, env = "TOLLGATE_RULES", value_name = "FILE")]
     pub rules: Option<PathBuf>,
 
-    /// Which client address to believe: the socket peer, Cloudflare's
-    /// cf-connecting-ip header, or X-Forwarded-For past --trusted-proxy networks.
+    /// Which client address to believe: the socket peer; the cf-connecting-ip
+    /// header from a peer in Cloudflare's networks (or in the --trusted-proxy
+    /// networks, when given); or X-Forwarded-For past --trusted-proxy networks.
     #[arg(
         long,
         env = "TOLLGATE_TRUST",
@@ -37,8 +38,10 @@ pub struct Options {
     )]
     pub trust: String,
 
-    /// A proxy network whose X-Forwarded-For entries are believed (repeatable,
-    /// or comma-separated in the environment), e.g. 10.0.0.0/8.
+    /// A proxy network whose X-Forwarded-For entries or cf-connecting-ip
+    /// header are believed (repeatable, or comma-separated in the environment),
+    /// e.g. 10.0.0.0/8. With --trust cf-connecting-ip these networks replace
+    /// Cloudflare's published ones.
     #[arg(
         long = "trusted-proxy",
         env = "TOLLGATE_TRUSTED_PROXIES",
@@ -53,16 +56,66 @@ pub struct Options {
 }
 
 impl Options {
-    /// The visitor source these options describe.
+    /// The visitor source these options describe: `--trusted-proxy` networks
+    /// are the proxies of `x-forwarded-for`, and replace Cloudflare's
+    /// networks for `cf-connecting-ip`.
     ///
     /// # Errors
     ///
     /// An unknown trust setting (the parser already refuses one).
     pub fn visitors(&self) -> Result<VisitorSource, tollgate::axum::Error> {
+        let proxies = self.trusted_proxies.clone();
         let trust = match self.trust.parse()? {
-            Trust::XForwardedFor(_) => Trust::XForwardedFor(self.trusted_proxies.clone()),
+            Trust::XForwardedFor(_) => Trust::XForwardedFor(proxies),
+            Trust::CfConnectingIp(_) if !proxies.is_empty() => Trust::CfConnectingIp(proxies),
             other => other,
         };
         Ok(VisitorSource::new(trust).development(self.dev))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trust(args: &[&str]) -> Trust {
+        let options = Options::try_parse_from(["tollgate-demo"].iter().chain(args))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let visitors = options
+            .visitors()
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        visitors.trust().clone()
+    }
+
+    fn nets(list: &[&str]) -> Vec<Network> {
+        list.iter()
+            .map(|n| n.parse().unwrap_or_else(|e| panic!("{n}: {e}")))
+            .collect()
+    }
+
+    #[test]
+    fn trusted_proxies_replace_cloudflare_networks() {
+        assert_eq!(trust(&["--trust", "cf-connecting-ip"]), Trust::cloudflare());
+        assert_eq!(
+            trust(&[
+                "--trust",
+                "cf-connecting-ip",
+                "--trusted-proxy",
+                "127.0.0.0/8",
+                "--trusted-proxy",
+                "::1/128",
+            ]),
+            Trust::CfConnectingIp(nets(&["127.0.0.0/8", "::1/128"]))
+        );
+        assert_eq!(
+            trust(&[
+                "--trust",
+                "x-forwarded-for",
+                "--trusted-proxy",
+                "10.0.0.0/8"
+            ]),
+            Trust::XForwardedFor(nets(&["10.0.0.0/8"]))
+        );
+        assert_eq!(trust(&["--trusted-proxy", "10.0.0.0/8"]), Trust::Peer);
     }
 }
