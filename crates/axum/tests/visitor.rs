@@ -273,10 +273,7 @@ async fn unusable_address_is_a_400_problem_in_production() {
     let body = problem(response).await;
     assert_eq!(body["status"], 400);
     assert_eq!(body["title"], "Bad Request");
-    assert_eq!(
-        body["detail"],
-        "missing client address: expected in the cf-connecting-ip header"
-    );
+    assert_eq!(body["detail"], "missing client address");
 
     let mut malformed = Request::get("/whoami")
         .header("cf-connecting-ip", "999.1.1.1")
@@ -286,10 +283,7 @@ async fn unusable_address_is_a_400_problem_in_production() {
     let response = app.oneshot(malformed).await.unwrap();
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     let body = problem(response).await;
-    assert_eq!(
-        body["detail"],
-        "malformed client address in the cf-connecting-ip header"
-    );
+    assert_eq!(body["detail"], "malformed client address");
 }
 
 #[tokio::test]
