@@ -2,9 +2,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
+use clap::builder::RangedU64ValueParser;
 use tollgate::axum::{Network, Trust, VisitorSource};
+
+use crate::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits};
 
 /// A small service guarded by tollgate's default rules.
 #[derive(Clone, Debug, Parser)]
@@ -50,12 +54,41 @@ pub struct Options {
     )]
     pub trusted_proxies: Vec<Network>,
 
+    /// Seconds a connection has to send a request head (from its start or its
+    /// previous response) before it is closed; slow clients cannot hold it.
+    #[arg(
+        long,
+        env = "TOLLGATE_HEADER_TIMEOUT",
+        value_name = "SECS",
+        default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=3_600)
+    )]
+    pub header_timeout: u64,
+
+    /// Open connections at most; past it, new connections wait to be accepted.
+    #[arg(
+        long,
+        env = "TOLLGATE_MAX_CONNECTIONS",
+        value_name = "N",
+        default_value_t = DEFAULT_MAX_CONNECTIONS,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_connections: usize,
+
     /// Development mode: a request with no client address is the `local` visitor.
     #[arg(long, env = "TOLLGATE_DEV")]
     pub dev: bool,
 }
 
 impl Options {
+    /// The connection limits these options describe.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            header_timeout: Duration::from_secs(self.header_timeout),
+            max_connections: self.max_connections,
+        }
+    }
+
     /// The visitor source these options describe: `--trusted-proxy` networks
     /// are the proxies of `x-forwarded-for`, and replace Cloudflare's
     /// networks for `cf-connecting-ip`.
