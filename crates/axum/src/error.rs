@@ -18,14 +18,18 @@ pub enum Error {
     #[error("unknown trust `{0}`: expected peer, cf-connecting-ip or x-forwarded-for")]
     UnknownTrust(String),
     /// The trusted source gave no client address (and development mode is off).
-    #[error("missing client address: expected in {0}")]
+    /// The message names no header (it may reach a caller); the source is
+    /// in the variant, for logs.
+    #[error("missing client address")]
     MissingAddress(AddressSource),
-    /// The trusted source gave something that is not an IP address.
-    #[error("malformed client address in {0}")]
+    /// The trusted source gave something that is not an IP address. The
+    /// message names no header; the source is in the variant, for logs.
+    #[error("malformed client address")]
     MalformedAddress(AddressSource),
 }
 
-/// Where a client address was looked for.
+/// Where a client address was looked for: for server logs, never for a
+/// response (it would tell a caller which header to forge).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum AddressSource {

@@ -21,7 +21,7 @@ use crate::{Rejection, VisitorSource};
 ///
 /// let app: Router = Router::new()
 ///     .route("/whoami", get(whoami))
-///     .with_state(VisitorSource::new(Trust::CfConnectingIp));
+///     .with_state(VisitorSource::new(Trust::cloudflare()));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientVisitor(pub Visitor);

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod check;
+pub mod cloudflare;
 mod error;
 mod extract;
 pub mod fields;

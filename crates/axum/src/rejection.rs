@@ -136,11 +136,18 @@ impl From<tollgate_core::Error> for Rejection {
 }
 
 impl From<Error> for Rejection {
-    /// An unusable client address is 400; a configuration error 500 (logged).
+    /// An unusable client address is 400, whose text names no header (where
+    /// the address was looked for is logged at debug); a configuration
+    /// error 500 (logged).
     fn from(err: Error) -> Rejection {
         match err {
-            Error::MissingAddress(_) | Error::MalformedAddress(_) => {
-                Rejection::BadRequest(err.to_string())
+            Error::MissingAddress(source) => {
+                tracing::debug!(%source, "400: missing client address");
+                Rejection::BadRequest("missing client address".into())
+            }
+            Error::MalformedAddress(source) => {
+                tracing::debug!(%source, "400: malformed client address");
+                Rejection::BadRequest("malformed client address".into())
             }
             other => {
                 tracing::error!(error = %other, "tollgate-axum is misconfigured");

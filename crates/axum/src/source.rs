@@ -21,14 +21,27 @@ const X_FORWARDED_FOR: &str = "x-forwarded-for";
 /// 400), never a bucket shared by every caller.
 ///
 /// ```
+/// use std::net::SocketAddr;
+/// use axum::extract::ConnectInfo;
 /// use tollgate_axum::{Trust, VisitorSource};
-/// let request = http::Request::builder()
-///     .header("cf-connecting-ip", "2001:DB8:0:1::7")
-///     .body(())
-///     .unwrap();
-/// let (parts, _) = request.into_parts();
-/// let visitor = VisitorSource::new(Trust::CfConnectingIp).visitor(&parts)?;
+///
+/// let source = VisitorSource::new(Trust::cloudflare());
+/// let request = |peer: &str| {
+///     let mut request = http::Request::builder()
+///         .header("cf-connecting-ip", "2001:DB8:0:1::7")
+///         .body(())
+///         .unwrap();
+///     // What `into_make_service_with_connect_info::<SocketAddr>()` inserts.
+///     let peer: SocketAddr = peer.parse().unwrap();
+///     request.extensions_mut().insert(ConnectInfo(peer));
+///     request.into_parts().0
+/// };
+/// // From Cloudflare's edge, the header is the visitor...
+/// let visitor = source.visitor(&request("173.245.48.1:443"))?;
 /// assert_eq!(visitor.as_str(), "2001:db8:0:1::/64");
+/// // ...from anyone else, the peer is.
+/// let visitor = source.visitor(&request("203.0.113.9:50000"))?;
+/// assert_eq!(visitor.as_str(), "203.0.113.9");
 /// # Ok::<(), tollgate_axum::Error>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -72,7 +85,7 @@ impl VisitorSource {
     pub fn visitor(&self, parts: &Parts) -> Result<Visitor, Error> {
         let found = match &self.trust {
             Trust::Peer => peer(parts).ok_or(Error::MissingAddress(AddressSource::Peer)),
-            Trust::CfConnectingIp => cf_connecting_ip(&parts.headers),
+            Trust::CfConnectingIp(edges) => cf_connecting_ip(parts, edges),
             Trust::XForwardedFor(proxies) => forwarded_for(parts, proxies),
         };
         match found {
@@ -96,7 +109,23 @@ fn peer(parts: &Parts) -> Option<IpAddr> {
     Some(addr.ip())
 }
 
-fn cf_connecting_ip(headers: &HeaderMap) -> Result<IpAddr, Error> {
+/// The client per `cf-connecting-ip` when the peer is inside `edges`; the
+/// peer otherwise.
+fn cf_connecting_ip(parts: &Parts, edges: &[Network]) -> Result<IpAddr, Error> {
+    let peer = peer(parts).ok_or(Error::MissingAddress(AddressSource::Peer))?;
+    if edges.iter().any(|net| net.contains(peer)) {
+        return cf_connecting_ip_header(&parts.headers);
+    }
+    if parts.headers.contains_key(CF_CONNECTING_IP) {
+        tracing::debug!(
+            %peer,
+            "cf-connecting-ip ignored: the peer is not in the trusted networks"
+        );
+    }
+    Ok(peer)
+}
+
+fn cf_connecting_ip_header(headers: &HeaderMap) -> Result<IpAddr, Error> {
     let source = AddressSource::CfConnectingIp;
     let mut values = headers.get_all(CF_CONNECTING_IP).iter();
     let Some(value) = values.next() else {

@@ -1,12 +1,14 @@
 //! The guard and its responses, served through the router (no network).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, to_bytes};
+use axum::extract::ConnectInfo;
 use axum::response::Response;
 use axum::routing::post;
 use http::{Request, StatusCode};
@@ -50,10 +52,11 @@ fn app(guard: Guard) -> (Router, Arc<AtomicUsize>) {
 }
 
 /// The usual guard of these tests: `ask` per project and visitor (max 3 a
-/// day), `ask-all` (max 100 a day), visitors from `cf-connecting-ip`.
+/// day), `ask-all` (max 100 a day), visitors from `cf-connecting-ip` behind
+/// Cloudflare.
 fn ask_guard(limiter: Limiter) -> Guard {
     Guard::new(limiter)
-        .visitors(VisitorSource::new(Trust::CfConnectingIp))
+        .visitors(VisitorSource::new(Trust::cloudflare()))
         .rule(&rule("ask", 3, Window::DAY), |call| {
             Some(vec![call.param("project")?.into(), call.visitor()?.into()])
         })
@@ -66,11 +69,14 @@ fn memory_limiter() -> Limiter {
     Limiter::with_parts(MemoryStore::with_clock(clock.clone()), clock)
 }
 
+/// A POST from Cloudflare's edge for the visitor `ip`.
 async fn post_ask(router: &Router, project: &str, ip: &str) -> Response {
-    let request = Request::post(format!("/sites/{project}/ask"))
+    let mut request = Request::post(format!("/sites/{project}/ask"))
         .header("cf-connecting-ip", ip)
         .body(Body::empty())
         .unwrap();
+    let edge: SocketAddr = "173.245.48.1:443".parse().unwrap();
+    request.extensions_mut().insert(ConnectInfo(edge));
     router.clone().oneshot(request).await.unwrap()
 }
 

@@ -67,7 +67,7 @@ fn missing_peer_is_an_error_in_production_and_local_in_development() {
 
 #[test]
 fn cf_connecting_ip_is_the_visitor_behind_cloudflare() {
-    let source = VisitorSource::new(Trust::CfConnectingIp);
+    let source = VisitorSource::new(Trust::cloudflare());
     let behind = parts(
         Some("172.64.0.1:443"),
         &[("cf-connecting-ip", " 2001:0DB8:0:1:ffff::2 ")],
@@ -78,7 +78,7 @@ fn cf_connecting_ip_is_the_visitor_behind_cloudflare() {
         visitor(&source, &missing),
         Err(Error::MissingAddress(AddressSource::CfConnectingIp))
     );
-    let dev = VisitorSource::new(Trust::CfConnectingIp).development(true);
+    let dev = VisitorSource::new(Trust::cloudflare()).development(true);
     assert_eq!(visitor(&dev, &missing).unwrap(), "local");
     for bad in [
         "not-an-ip",
@@ -86,7 +86,7 @@ fn cf_connecting_ip_is_the_visitor_behind_cloudflare() {
         "203.0.113.9:80",
         "local",
     ] {
-        let malformed = parts(None, &[("cf-connecting-ip", bad)]);
+        let malformed = parts(Some("172.64.0.1:443"), &[("cf-connecting-ip", bad)]);
         assert_eq!(
             visitor(&dev, &malformed),
             Err(Error::MalformedAddress(AddressSource::CfConnectingIp)),
@@ -94,7 +94,7 @@ fn cf_connecting_ip_is_the_visitor_behind_cloudflare() {
         );
     }
     let twice = parts(
-        None,
+        Some("172.64.0.1:443"),
         &[
             ("cf-connecting-ip", "203.0.113.9"),
             ("cf-connecting-ip", "198.51.100.1"),
@@ -103,6 +103,47 @@ fn cf_connecting_ip_is_the_visitor_behind_cloudflare() {
     assert_eq!(
         visitor(&source, &twice),
         Err(Error::MalformedAddress(AddressSource::CfConnectingIp))
+    );
+}
+
+#[test]
+fn cf_connecting_ip_is_believed_only_from_cloudflare_peers() {
+    let source = VisitorSource::new("cf-connecting-ip".parse::<Trust>().unwrap());
+    let header = [("cf-connecting-ip", "198.51.100.1")];
+    for peer in ["203.0.113.9:5000", "127.0.0.1:5000", "[2001:db8::1]:443"] {
+        let direct = parts(Some(peer), &header);
+        let own: SocketAddr = peer.parse().unwrap();
+        assert_eq!(
+            visitor(&source, &direct).unwrap(),
+            tollgate_core::Visitor::from_ip(own.ip()).to_string(),
+            "a header from {peer} is ignored"
+        );
+    }
+    for edge in [
+        "173.245.48.1:443",
+        "[2400:cb00::1]:443",
+        "[::ffff:173.245.48.1]:443",
+        "131.0.75.255:443",
+        "[2a06:98c7:ffff::1]:443",
+    ] {
+        let behind = parts(Some(edge), &header);
+        assert_eq!(
+            visitor(&source, &behind).unwrap(),
+            "198.51.100.1",
+            "a header from Cloudflare's {edge} is believed"
+        );
+    }
+    // Just outside the published ranges.
+    let outside = parts(Some("173.245.64.1:443"), &header);
+    assert_eq!(visitor(&source, &outside).unwrap(), "173.245.64.1");
+    let no_peer = parts(None, &header);
+    assert_eq!(
+        visitor(&source, &no_peer),
+        Err(Error::MissingAddress(AddressSource::Peer))
+    );
+    assert_eq!(
+        visitor(&source.clone().development(true), &no_peer).unwrap(),
+        "local"
     );
 }
 
@@ -186,8 +227,9 @@ fn trust_settings_parse_by_name() {
     assert_eq!("peer".parse::<Trust>().unwrap(), Trust::Peer);
     assert_eq!(
         "CF-Connecting-IP".parse::<Trust>().unwrap(),
-        Trust::CfConnectingIp
+        Trust::cloudflare()
     );
+    assert_eq!(Trust::cloudflare().to_string(), "cf-connecting-ip");
     assert_eq!(
         "x-forwarded-for".parse::<Trust>().unwrap(),
         Trust::XForwardedFor(vec![])
@@ -216,36 +258,37 @@ async fn problem(response: axum::response::Response) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// A peer inside Cloudflare's published networks.
+fn cloudflare_peer() -> ConnectInfo<SocketAddr> {
+    ConnectInfo("173.245.48.1:443".parse().unwrap())
+}
+
 #[tokio::test]
 async fn unusable_address_is_a_400_problem_in_production() {
-    let app = whoami_app(VisitorSource::new(Trust::CfConnectingIp));
-    let missing = Request::get("/whoami").body(Body::empty()).unwrap();
+    let app = whoami_app(VisitorSource::new(Trust::cloudflare()));
+    let mut missing = Request::get("/whoami").body(Body::empty()).unwrap();
+    missing.extensions_mut().insert(cloudflare_peer());
     let response = app.clone().oneshot(missing).await.unwrap();
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     let body = problem(response).await;
     assert_eq!(body["status"], 400);
     assert_eq!(body["title"], "Bad Request");
-    assert_eq!(
-        body["detail"],
-        "missing client address: expected in the cf-connecting-ip header"
-    );
+    assert_eq!(body["detail"], "missing client address");
 
-    let malformed = Request::get("/whoami")
+    let mut malformed = Request::get("/whoami")
         .header("cf-connecting-ip", "999.1.1.1")
         .body(Body::empty())
         .unwrap();
+    malformed.extensions_mut().insert(cloudflare_peer());
     let response = app.oneshot(malformed).await.unwrap();
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     let body = problem(response).await;
-    assert_eq!(
-        body["detail"],
-        "malformed client address in the cf-connecting-ip header"
-    );
+    assert_eq!(body["detail"], "malformed client address");
 }
 
 #[tokio::test]
 async fn missing_address_is_local_in_development() {
-    let app = whoami_app(VisitorSource::new(Trust::CfConnectingIp).development(true));
+    let app = whoami_app(VisitorSource::new(Trust::cloudflare()).development(true));
     let request = Request::get("/whoami").body(Body::empty()).unwrap();
     let response = app.oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
@@ -275,4 +318,29 @@ async fn peer_address_comes_from_a_real_connection() {
     server.abort();
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(reply.ends_with("\r\n\r\n127.0.0.1"), "{reply}");
+}
+
+#[tokio::test]
+async fn an_ignored_cf_connecting_ip_is_logged_at_debug_without_its_value() {
+    let source = VisitorSource::new(Trust::cloudflare());
+    let forged = parts(
+        Some("203.0.113.9:5000"),
+        &[("cf-connecting-ip", "198.51.100.77")],
+    );
+    let logs = tollgate_test_support::Logs::default();
+    let found = logs
+        .capture_from(tracing::Level::DEBUG, async { visitor(&source, &forged) })
+        .await;
+    assert_eq!(found.unwrap(), "203.0.113.9");
+    let text = logs.text();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("ignored")).collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(
+        lines[0].contains("DEBUG") && lines[0].contains("cf-connecting-ip"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("198.51.100.77"),
+        "the header value is logged: {text}"
+    );
 }

@@ -3,9 +3,11 @@
 mod app;
 mod options;
 mod run;
+mod server;
 mod work;
 
 pub use app::{DELIVERY_HEADER, app, estimate_tokens};
 pub use options::Options;
-pub use run::{StartError, run, serve};
+pub use run::{StartError, run};
+pub use server::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits, serve, serve_with};
 pub use work::Work;

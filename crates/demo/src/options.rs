@@ -2,9 +2,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
+use clap::builder::RangedU64ValueParser;
 use tollgate::axum::{Network, Trust, VisitorSource};
+
+use crate::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits};
 
 /// A small service guarded by tollgate's default rules.
 #[derive(Clone, Debug, Parser)]
@@ -27,8 +31,9 @@ pub struct Options {
     #[arg(long, env = "TOLLGATE_RULES", value_name = "FILE")]
     pub rules: Option<PathBuf>,
 
-    /// Which client address to believe: the socket peer, Cloudflare's
-    /// cf-connecting-ip header, or X-Forwarded-For past --trusted-proxy networks.
+    /// Which client address to believe: the socket peer; the cf-connecting-ip
+    /// header from a peer in Cloudflare's networks (or in the --trusted-proxy
+    /// networks, when given); or X-Forwarded-For past --trusted-proxy networks.
     #[arg(
         long,
         env = "TOLLGATE_TRUST",
@@ -37,8 +42,10 @@ pub struct Options {
     )]
     pub trust: String,
 
-    /// A proxy network whose X-Forwarded-For entries are believed (repeatable,
-    /// or comma-separated in the environment), e.g. 10.0.0.0/8.
+    /// A proxy network whose X-Forwarded-For entries or cf-connecting-ip
+    /// header are believed (repeatable, or comma-separated in the environment),
+    /// e.g. 10.0.0.0/8. With --trust cf-connecting-ip these networks replace
+    /// Cloudflare's published ones.
     #[arg(
         long = "trusted-proxy",
         env = "TOLLGATE_TRUSTED_PROXIES",
@@ -47,22 +54,101 @@ pub struct Options {
     )]
     pub trusted_proxies: Vec<Network>,
 
+    /// Seconds a connection has to send a request head (from its start or its
+    /// previous response) before it is closed; slow clients cannot hold it.
+    #[arg(
+        long,
+        env = "TOLLGATE_HEADER_TIMEOUT",
+        value_name = "SECS",
+        default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=3_600)
+    )]
+    pub header_timeout: u64,
+
+    /// Open connections at most; past it, new connections wait to be accepted.
+    #[arg(
+        long,
+        env = "TOLLGATE_MAX_CONNECTIONS",
+        value_name = "N",
+        default_value_t = DEFAULT_MAX_CONNECTIONS,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_connections: usize,
+
     /// Development mode: a request with no client address is the `local` visitor.
     #[arg(long, env = "TOLLGATE_DEV")]
     pub dev: bool,
 }
 
 impl Options {
-    /// The visitor source these options describe.
+    /// The connection limits these options describe.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            header_timeout: Duration::from_secs(self.header_timeout),
+            max_connections: self.max_connections,
+        }
+    }
+
+    /// The visitor source these options describe: `--trusted-proxy` networks
+    /// are the proxies of `x-forwarded-for`, and replace Cloudflare's
+    /// networks for `cf-connecting-ip`.
     ///
     /// # Errors
     ///
     /// An unknown trust setting (the parser already refuses one).
     pub fn visitors(&self) -> Result<VisitorSource, tollgate::axum::Error> {
+        let proxies = self.trusted_proxies.clone();
         let trust = match self.trust.parse()? {
-            Trust::XForwardedFor(_) => Trust::XForwardedFor(self.trusted_proxies.clone()),
+            Trust::XForwardedFor(_) => Trust::XForwardedFor(proxies),
+            Trust::CfConnectingIp(_) if !proxies.is_empty() => Trust::CfConnectingIp(proxies),
             other => other,
         };
         Ok(VisitorSource::new(trust).development(self.dev))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trust(args: &[&str]) -> Trust {
+        let options = Options::try_parse_from(["tollgate-demo"].iter().chain(args))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let visitors = options
+            .visitors()
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        visitors.trust().clone()
+    }
+
+    fn nets(list: &[&str]) -> Vec<Network> {
+        list.iter()
+            .map(|n| n.parse().unwrap_or_else(|e| panic!("{n}: {e}")))
+            .collect()
+    }
+
+    #[test]
+    fn trusted_proxies_replace_cloudflare_networks() {
+        assert_eq!(trust(&["--trust", "cf-connecting-ip"]), Trust::cloudflare());
+        assert_eq!(
+            trust(&[
+                "--trust",
+                "cf-connecting-ip",
+                "--trusted-proxy",
+                "127.0.0.0/8",
+                "--trusted-proxy",
+                "::1/128",
+            ]),
+            Trust::CfConnectingIp(nets(&["127.0.0.0/8", "::1/128"]))
+        );
+        assert_eq!(
+            trust(&[
+                "--trust",
+                "x-forwarded-for",
+                "--trusted-proxy",
+                "10.0.0.0/8"
+            ]),
+            Trust::XForwardedFor(nets(&["10.0.0.0/8"]))
+        );
+        assert_eq!(trust(&["--trusted-proxy", "10.0.0.0/8"]), Trust::Peer);
     }
 }

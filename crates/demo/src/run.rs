@@ -5,12 +5,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use axum::Router;
 use tokio::net::TcpListener;
 use tollgate::axum::Trust;
 use tollgate::{Limiter, OpenError, RuleSet};
 
-use crate::{Options, app};
+use crate::{Options, app, serve_with};
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -102,28 +101,11 @@ pub async fn run(
         trust = %options.trust,
         dev = options.dev,
         rules = rules.len(),
+        header_timeout_secs = options.header_timeout,
+        max_connections = options.max_connections,
         "listening on http://{addr}"
     );
-    serve(listener, router, shutdown)
+    serve_with(listener, router, options.limits(), shutdown)
         .await
         .map_err(StartError::Serve)
-}
-
-/// Serves `router` on `listener`, with each connection's peer address known
-/// to the visitor source, until `shutdown` completes and open connections end.
-///
-/// # Errors
-///
-/// An I/O error from the listener.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
 }

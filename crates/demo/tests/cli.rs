@@ -19,6 +19,8 @@ fn demo() -> Command {
         "TOLLGATE_TRUST",
         "TOLLGATE_TRUSTED_PROXIES",
         "TOLLGATE_DEV",
+        "TOLLGATE_HEADER_TIMEOUT",
+        "TOLLGATE_MAX_CONNECTIONS",
     ] {
         command.env_remove(var);
     }

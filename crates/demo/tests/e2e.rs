@@ -7,17 +7,17 @@ use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use clap::Parser;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tollgate::axum::{Trust, VisitorSource};
 use tollgate::{
     Clock, CounterStore, Limiter, ManualClock, Retry, RetryPolicy, RuleSet, SystemClock,
 };
 use tollgate_test_support::redis_server::RedisServer;
-use tollgate_demo::{app, serve};
+use tollgate_demo::{Options, app, serve};
 
 /// Today at 12:00 UTC: the `ask` window resets in 12 hours.
 fn noon() -> ManualClock {
@@ -25,7 +25,19 @@ fn noon() -> ManualClock {
     ManualClock::new(Duration::from_secs(now - now % 86_400 + 43_200))
 }
 
-/// The demo, served on a free loopback port, believing `cf-connecting-ip`.
+/// Loopback stands in for Cloudflare's edge: `cf-connecting-ip` is believed
+/// from 127.0.0.1 and ::1.
+const LOOPBACK_EDGE: &[&str] = &[
+    "--trust",
+    "cf-connecting-ip",
+    "--trusted-proxy",
+    "127.0.0.0/8",
+    "--trusted-proxy",
+    "::1/128",
+];
+
+/// The demo, served on a free loopback port, believing `cf-connecting-ip`
+/// from loopback.
 struct Demo {
     base: String,
     store: Weak<dyn CounterStore>,
@@ -35,10 +47,16 @@ struct Demo {
 
 impl Demo {
     async fn start(url: &str, clock: &ManualClock) -> Demo {
+        Demo::start_with(url, clock, LOOPBACK_EDGE).await
+    }
+
+    /// The demo with the visitor source of these command-line `args`.
+    async fn start_with(url: &str, clock: &ManualClock, args: &[&str]) -> Demo {
         let store = tollgate::open_store(url).unwrap();
         let weak = Arc::downgrade(&store);
         let limiter = Limiter::with_parts(Retry::new(store, RetryPolicy::default()), clock.clone());
-        let visitors = VisitorSource::new(Trust::CfConnectingIp);
+        let options = Options::try_parse_from(["tollgate-demo"].iter().chain(args)).unwrap();
+        let visitors = options.visitors().unwrap();
         let router = app(limiter, &RuleSet::defaults(), visitors).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
@@ -207,6 +225,34 @@ async fn another_visitor_is_unaffected() {
         StatusCode::OK
     );
     assert_eq!(stats(&client, &demo).await["ask"], 17);
+    demo.stop().await;
+}
+
+#[tokio::test]
+async fn cf_connecting_ip_from_a_peer_outside_cloudflare_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    // Cloudflare's ranges only: the loopback peer is the visitor.
+    let demo = Demo::start_with(
+        &sqlite_url(dir.path()),
+        &noon(),
+        &["--trust", "cf-connecting-ip"],
+    )
+    .await;
+    let client = client();
+    for i in 0..15 {
+        let forged = format!("198.51.100.{}", i + 1);
+        let response = ask(&client, &demo, "docs", &forged).await;
+        assert_eq!(response.status(), StatusCode::OK, "ask {}", i + 1);
+    }
+    let response = ask(&client, &demo, "docs", "198.51.100.16").await;
+    assert_eq!(
+        response.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "16 forged headers from one peer are one visitor"
+    );
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["limit"], "ask");
+    assert_eq!(stats(&client, &demo).await["ask"], 15);
     demo.stop().await;
 }
 
