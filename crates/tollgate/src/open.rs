@@ -9,8 +9,11 @@ use tollgate_core::{BoxError, CounterStore};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
-    /// The URL's scheme is not one of `redis`, `rediss`, `sqlite` or `memory`.
-    #[error("unknown store URL scheme `{0}`: expected redis://HOST, rediss://HOST or sqlite:PATH")]
+    /// The URL's scheme is not one of those [`open_store`] lists.
+    #[error(
+        "unknown store URL scheme `{0}`: expected redis://HOST, rediss://HOST, unix:///SOCKET, \
+         valkey://HOST or sqlite:PATH"
+    )]
     UnknownScheme(String),
     /// The store of this URL was not compiled in.
     #[error(
@@ -43,6 +46,8 @@ pub enum OpenError {
 /// |---|---|---|
 /// | `redis://[:PASSWORD@]HOST[:PORT][/DB]` | Redis | `redis` |
 /// | `rediss://…` | Redis over TLS | `redis-tls` |
+/// | `unix:///PATH` (or `redis+unix://`) | Redis on a unix socket | `redis` |
+/// | `valkey://…`, `valkeys://…` (or `valkey+unix://`) | Valkey, as Redis | `redis`, `redis-tls` |
 /// | `sqlite:PATH` (or `sqlite://PATH`) | one SQLite file | `sqlite` |
 /// | `memory` | in memory, a **test double** only | `test-util` |
 ///
@@ -57,8 +62,8 @@ pub fn open_store(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
     let url = url.trim();
     let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
     match scheme.to_ascii_lowercase().as_str() {
-        "redis" => redis(url),
-        "rediss" => rediss(url),
+        "redis" | "valkey" | "unix" | "redis+unix" | "valkey+unix" => redis(url),
+        "rediss" | "valkeys" => rediss(url),
         "sqlite" => {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() {
@@ -230,6 +235,28 @@ mod tests {
 
     #[cfg(feature = "redis")]
     #[test]
+    fn every_url_the_redis_store_takes_opens() {
+        for url in [
+            "redis://127.0.0.1:1",
+            "valkey://127.0.0.1:1",
+            "unix:///tmp/tollgate-none.sock",
+            "redis+unix:///tmp/tollgate-none.sock",
+            "valkey+unix:///tmp/tollgate-none.sock",
+        ] {
+            assert!(open_store(url).is_ok(), "{url}");
+        }
+    }
+
+    #[cfg(not(feature = "redis-tls"))]
+    #[test]
+    fn valkeys_without_tls_names_the_feature() {
+        assert!(matches!(
+            error("valkeys://127.0.0.1:6380"),
+            OpenError::NotCompiled { feature: "redis-tls", .. }
+        ));
+    }
+
+    #[test]
     fn redis_opens_without_a_server() {
         // Lazy: nothing listens on port 1, and opening still succeeds.
         assert!(open_store("redis://127.0.0.1:1").is_ok());
@@ -246,7 +273,7 @@ mod tests {
         ] {
             let store = open_store(&url).unwrap();
             let limiter = tollgate_core::Limiter::new(store);
-            let rule = tollgate_core::Rule::new("t", 5, tollgate_core::Window::DAY).unwrap();
+            let rule = tollgate_core::Rule::new("t", 5, tollgate_core::Window::DAY).and_then(|r| r.with_key(&["id"])).unwrap();
             let limit = rule.limit(&["x"]).unwrap();
             assert!(limiter.count(&[limit]).await.unwrap().is_allowed());
         }
