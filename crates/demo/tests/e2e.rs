@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tollgate::{
-    Clock, CounterStore, Limiter, ManualClock, Retry, RetryPolicy, RuleSet, SystemClock,
+    Clock, CounterStore, Limiter, ManualClock, RuleSet, SystemClock,
 };
 use tollgate_test_support::redis_server::RedisServer;
 use tollgate_demo::{Options, app, serve};
@@ -54,7 +54,7 @@ impl Demo {
     async fn start_with(url: &str, clock: &ManualClock, args: &[&str]) -> Demo {
         let store = tollgate::open_store(url).unwrap();
         let weak = Arc::downgrade(&store);
-        let limiter = Limiter::with_parts(Retry::new(store, RetryPolicy::default()), clock.clone());
+        let limiter = Limiter::with_parts(store, clock.clone());
         let options = Options::try_parse_from(["tollgate-demo"].iter().chain(args)).unwrap();
         let visitors = options.visitors().unwrap();
         let router = app(limiter, &RuleSet::defaults(), visitors).unwrap();
@@ -161,9 +161,11 @@ async fn sixteenth_ask_is_a_typed_429_and_only_15_did_work() {
     assert_eq!(header(&response, "retry-after"), "43200");
     assert_eq!(
         header(&response, "ratelimit-policy"),
-        r#""ask-burst";q=20;w=60, "ask";q=15;w=86400, "ask-site";q=500;w=86400, "ask-all";q=5000;w=86400"#
+        // ask-site, ask-all and ask-tokens are not public: never shown.
+        r#""ask-burst";q=20;w=60, "ask";q=15;w=86400"#
     );
     assert!(header(&response, "ratelimit").contains(r#""ask";r=0;t=43200"#));
+    assert!(!header(&response, "ratelimit").contains("ask-all"));
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["status"], 429);
     assert_eq!(body["limit"], "ask");
@@ -176,7 +178,7 @@ async fn sixteenth_ask_is_a_typed_429_and_only_15_did_work() {
 
     assert_eq!(
         stats(&client, &demo).await,
-        serde_json::json!({"ask": 15, "runs": 0, "webhooks": 0})
+        serde_json::json!({"ask": 15, "tokens": 15 * 64, "runs": 0, "webhooks": 0})
     );
     demo.stop().await;
 }
@@ -391,7 +393,7 @@ async fn stopped_redis_fails_ask_closed_and_runs_open() {
     );
     assert_eq!(
         stats(&client, &demo).await,
-        serde_json::json!({"ask": 1, "runs": 2, "webhooks": 0})
+        serde_json::json!({"ask": 1, "tokens": 64, "runs": 2, "webhooks": 0})
     );
     demo.stop().await;
 }

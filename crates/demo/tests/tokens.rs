@@ -1,0 +1,107 @@
+//! Ask AI metered in tokens, over real HTTP on loopback: an estimate
+//! reserved with the four call limits, settled with the tokens used.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tollgate::axum::{Trust, VisitorSource};
+use tollgate::{Limiter, ManualClock, RuleSet};
+use tollgate_demo::{app, estimate_tokens, serve};
+
+/// 2026-06-15T12:00:00Z.
+const NOON: u64 = 20_619 * 86_400 + 43_200;
+
+/// The demo over `store` with the default rules (`ask-tokens`: 200,000 a
+/// day per site), trusting loopback as the edge; its base URL.
+async fn start(store: &str) -> String {
+    let store = tollgate::open_store(store).unwrap();
+    let limiter = Limiter::with_parts(store, ManualClock::new(Duration::from_secs(NOON)));
+    let loopback = vec!["127.0.0.0/8".parse().unwrap()];
+    let visitors = VisitorSource::new(Trust::CfConnectingIp(loopback));
+    let router = app(limiter, &RuleSet::defaults(), visitors).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(serve(listener, router, std::future::pending()));
+    format!("http://{addr}")
+}
+
+async fn ask(client: &Client, base: &str, visitor: &str, body: String) -> reqwest::Response {
+    client
+        .post(format!("{base}/sites/docs/ask"))
+        .header("cf-connecting-ip", visitor)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn question(bytes: usize) -> String {
+    json!({ "question": "q".repeat(bytes) }).to_string()
+}
+
+#[tokio::test]
+async fn large_questions_spend_tokens_until_the_budget_is_settled_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = start(&format!("sqlite:{}", dir.path().join("t.sqlite3").display())).await;
+    let client = Client::new();
+    // 100,000 bytes: an estimate of 25,512 tokens, 25,000 + 64 + 160 used.
+    let body = question(100_000);
+    let estimate = estimate_tokens(&"q".repeat(100_000));
+    assert_eq!(estimate, 25_512);
+    let mut settled = 0u64;
+    let mut allowed = 0;
+    for i in 0..20 {
+        // A new visitor each time: only ask-tokens (per site) can refuse.
+        let response = ask(&client, &base, &format!("203.0.113.{i}"), body.clone()).await;
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            let problem: Value = response.json().await.unwrap();
+            assert_eq!(problem["limit"], "ask-tokens");
+            assert_eq!(problem["unit"], "tokens");
+            // The estimate no longer fits on top of what was settled.
+            assert!(settled + estimate > 200_000, "refused with room: {settled}");
+            break;
+        }
+        assert_eq!(response.status(), StatusCode::OK, "ask {i}");
+        let answer: Value = response.json().await.unwrap();
+        settled += answer["tokens"].as_u64().unwrap();
+        allowed += 1;
+    }
+    assert_eq!(allowed, 7, "7 × 25,224 settled tokens fit, the 8th estimate does not");
+    assert!(settled <= 200_000);
+    let stats: Value = client.get(format!("{base}/stats")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(stats["tokens"].as_u64(), Some(settled));
+    assert_eq!(stats["ask"], allowed);
+    // Refused asks spent no call: a visitor can still ask a small question.
+    let small = ask(&client, &base, "198.51.100.1", question(10)).await;
+    assert_eq!(small.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_question_too_large_for_the_budget_is_a_429_and_a_bad_body_a_400_counting_nothing() {
+    let base = start("memory").await;
+    let client = Client::new();
+    // 800,000 bytes: an estimate of 200,512 tokens, over the day's 200,000.
+    let huge = ask(&client, &base, "203.0.113.1", question(800_000)).await;
+    assert_eq!(huge.status(), StatusCode::TOO_MANY_REQUESTS);
+    let problem: Value = huge.json().await.unwrap();
+    assert_eq!(problem["limit"], "ask-tokens");
+    for bad in ["{", "[]", r#"{"question": 5}"#, r#"{"q": "x"}"#] {
+        let response = ask(&client, &base, "203.0.113.1", bad.to_owned()).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{bad}");
+    }
+    // Nothing was counted: the visitor still has all 15 asks of the day.
+    for i in 0..15 {
+        let response = ask(&client, &base, "203.0.113.1", question(8)).await;
+        assert_eq!(response.status(), StatusCode::OK, "ask {i}");
+    }
+    let last = ask(&client, &base, "203.0.113.1", question(8)).await;
+    assert_eq!(last.status(), StatusCode::TOO_MANY_REQUESTS);
+    let stats: Value = client.get(format!("{base}/stats")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(stats["ask"], 15);
+    assert_eq!(stats["tokens"], 15 * (2 + 64 + 8));
+}
