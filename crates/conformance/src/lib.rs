@@ -6,13 +6,21 @@
 //!
 //! ```text
 //! struct MyHarness { /* storage shared by the clients */ }
-//! impl tollgate_conformance::Harness for MyHarness { /* start, open */ }
+//! impl tollgate_conformance::Harness for MyHarness { /* start, open, expiry */ }
 //! tollgate_conformance::conformance_tests!(MyHarness);
 //! ```
 //!
 //! The test crate needs `tokio` with the `macros` and `rt-multi-thread`
 //! features. Every check uses keys no other check, run or process uses, so a
-//! shared server needs no wiping.
+//! shared server needs no wiping, and starts its clock at [`FIXED_NOW`]
+//! (2026-06-15T12:00:30Z), so no check depends on the time of day it runs
+//! at. The suite holds store checks only: pure window math is tested in
+//! `tollgate-core`, failure policies with the memory store.
+//!
+//! Every check is shown to fail: `tests/broken` runs each against the
+//! memory store broken in one way (costs ignored, refunds below zero, a
+//! fixed 60 s lifetime, partial reservations, marks taken from their
+//! owner, ...) and asserts that it panics.
 
 pub mod checks;
 mod harness;
