@@ -117,7 +117,16 @@ pub(crate) fn runner(cases: u32) -> TestRunner {
     })
 }
 
-/// Unwraps a test value with a message naming what failed.
-pub(crate) fn ok<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
-    result.unwrap_or_else(|e| panic!("{what}: {e}"))
+/// Unwraps a test value with a message naming what failed, and why (the
+/// whole chain of causes, e.g. the invalid reply behind an unavailable store).
+pub(crate) fn ok<T, E: std::error::Error>(result: Result<T, E>, what: &str) -> T {
+    result.unwrap_or_else(|e| {
+        let mut why = e.to_string();
+        let mut cause = e.source();
+        while let Some(inner) = cause {
+            why = format!("{why}: {inner}");
+            cause = inner.source();
+        }
+        panic!("{what}: {why}")
+    })
 }
