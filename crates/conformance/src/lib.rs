@@ -62,6 +62,7 @@ macro_rules! conformance_tests {
             reset_clears_the_current_window,
             next_window_starts_fresh,
             limited_names_the_longest_wait,
+            cached_and_uncached_limiters_agree,
         );
     };
     (@checks $harness:ty; $($check:ident),* $(,)?) => {

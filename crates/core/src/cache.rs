@@ -61,13 +61,19 @@ impl LocalCache {
         full.then_some(counts)
     }
 
-    /// Remembers the counters of a check that found one of them full:
-    /// `counts[i]` for `counters[i]`, each until `ends[i]`.
-    pub(crate) fn remember(&self, counters: &[Counter], counts: &[u64], ends: &[u64]) {
+    /// Notes what the store answered for a check: `counts[i]` for
+    /// `counters[i]`, each until `ends[i]`. Counters already remembered
+    /// take the new count; when the check found one of them `full`, every
+    /// counter of it is remembered.
+    pub(crate) fn note(&self, counters: &[Counter], counts: &[u64], ends: &[u64], full: bool) {
         let mut inner = self.lock();
+        if !full && inner.seen.is_empty() {
+            return;
+        }
         for ((counter, &count), &end) in counters.iter().zip(counts).zip(ends) {
             match inner.seen.get_mut(&counter.key) {
-                Some(entry) => *entry = (entry.0.max(count), end),
+                Some(entry) => *entry = (count, end),
+                None if !full => {}
                 None => {
                     while inner.seen.len() >= self.capacity {
                         let Some(oldest) = inner.order.pop_front() else {
@@ -129,7 +135,7 @@ mod tests {
         let cache = LocalCache::new(10);
         let full = [counter("a", 1, 5), counter("b", 1, 100)];
         assert_eq!(cache.refusal(&full, 0), None, "nothing known");
-        cache.remember(&full, &[5, 7], &[60, 60]);
+        cache.note(&full, &[5, 7], &[60, 60], true);
         assert_eq!(cache.refusal(&full, 10), Some(vec![5, 7]));
         assert_eq!(cache.refusal(&full, 60), None, "the window ended");
         let roomy = [counter("b", 1, 100)];
@@ -147,7 +153,7 @@ mod tests {
     #[test]
     fn a_cheaper_call_that_fits_is_not_refused() {
         let cache = LocalCache::new(10);
-        cache.remember(&[counter("t", 100, 1_000)], &[950], &[60]);
+        cache.note(&[counter("t", 100, 1_000)], &[950], &[60], true);
         assert_eq!(
             cache.refusal(&[counter("t", 100, 1_000)], 1),
             Some(vec![950])
@@ -156,10 +162,30 @@ mod tests {
     }
 
     #[test]
+    fn later_answers_update_what_is_remembered_and_add_nothing_new() {
+        let cache = LocalCache::new(10);
+        cache.note(&[counter("a", 1, 5)], &[7], &[60], false);
+        assert_eq!(cache.len(), 0, "nothing full, nothing remembered");
+        cache.note(&[counter("a", 1, 5)], &[5], &[60], true);
+        cache.note(
+            &[counter("a", 1, 5), counter("b", 1, 9)],
+            &[2, 1],
+            &[60, 60],
+            false,
+        );
+        assert_eq!(cache.len(), 1, "b was not full and not known");
+        assert_eq!(
+            cache.refusal(&[counter("a", 1, 5)], 1),
+            None,
+            "a now holds 2"
+        );
+    }
+
+    #[test]
     fn holds_at_most_its_capacity_evicting_the_oldest() {
         let cache = LocalCache::new(3);
         for key in ["a", "b", "c", "d"] {
-            cache.remember(&[counter(key, 1, 1)], &[1], &[60]);
+            cache.note(&[counter(key, 1, 1)], &[1], &[60], true);
         }
         assert_eq!(cache.len(), 3);
         assert_eq!(cache.refusal(&[counter("a", 1, 1)], 1), None, "evicted");

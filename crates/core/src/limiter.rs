@@ -83,10 +83,12 @@ impl Limiter {
     pub const DEFAULT_CACHE_CAPACITY: usize = 10_000;
 
     /// The same limiter remembering at most `capacity` full counters (0:
-    /// none, every check goes to the store). Under attack, callers already
-    /// over a limit are then refused without a store round trip; a cached
-    /// answer never admits a call the store would refuse (see
-    /// [`Verdict::is_local`]).
+    /// none, every check goes to the store). Under attack, reservations
+    /// that cannot fit a counter already seen full are then refused without
+    /// a store round trip (they would spend nothing anyway); a cached answer
+    /// never admits a call the store would refuse (see
+    /// [`Verdict::is_local`]). Counting ([`Mode::Count`]) always reaches the
+    /// store: a counted call is counted even when over.
     pub fn with_cache_capacity(mut self, capacity: usize) -> Limiter {
         self.cache = (capacity > 0).then(|| Arc::new(LocalCache::new(capacity)));
         self
@@ -154,7 +156,9 @@ impl Limiter {
         }
         let now = self.clock.now().as_secs();
         let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
-        if let Some(verdict) = self.answer_locally(limits, &counters, mode, now) {
+        if mode == Mode::Reserve
+            && let Some(verdict) = self.answer_locally(limits, &counters, now)
+        {
             return Ok(verdict);
         }
         let reply = match mode {
@@ -178,17 +182,17 @@ impl Limiter {
         };
         let applied = reply.as_ref().is_ok_and(|r| r.applied);
         let counts = match &reply {
-            Ok(reply) if self.cache.is_some() => reply.counts.clone(),
+            Ok(reply) if self.cache.is_some() && mode == Mode::Reserve => reply.counts.clone(),
             _ => Vec::new(),
         };
         match reply.and_then(|reply| reply::usage(limits, &counters, mode, reply, now)) {
             Ok(usage) => {
                 let verdict = Verdict::new(usage, applied);
                 if let Some(cache) = &self.cache
-                    && !verdict.is_allowed()
+                    && mode == Mode::Reserve
                 {
                     let ends: Vec<u64> = verdict.usage().iter().map(Usage::reset).collect();
-                    cache.remember(&counters, &counts, &ends);
+                    cache.note(&counters, &counts, &ends, !verdict.is_allowed());
                 }
                 self.report(&verdict, false);
                 Ok(verdict)
@@ -204,32 +208,17 @@ impl Limiter {
         }
     }
 
-    /// The verdict of a check the local cache can refuse without a store
-    /// round trip: what the store would answer, spending nothing.
-    fn answer_locally(
-        &self,
-        limits: &[Limit],
-        counters: &[Counter],
-        mode: Mode,
-        now: u64,
-    ) -> Option<Verdict> {
+    /// The verdict of a reservation the local cache can refuse without a
+    /// store round trip: what the store would answer, spending nothing.
+    /// Counting always goes to the store, since a counted call is counted
+    /// even when over.
+    fn answer_locally(&self, limits: &[Limit], counters: &[Counter], now: u64) -> Option<Verdict> {
         let seen = self.cache.as_ref()?.refusal(counters, now)?;
-        let reply = match mode {
-            // What the store would have answered: every cost added.
-            Mode::Count => Reservation {
-                applied: true,
-                counts: counters
-                    .iter()
-                    .zip(seen)
-                    .map(|(c, n)| c.added_to(n))
-                    .collect(),
-            },
-            Mode::Reserve => Reservation {
-                applied: false,
-                counts: seen,
-            },
+        let reply = Reservation {
+            applied: false,
+            counts: seen,
         };
-        let usage = reply::usage(limits, counters, mode, reply, now).ok()?;
+        let usage = reply::usage(limits, counters, Mode::Reserve, reply, now).ok()?;
         let verdict = Verdict::local(usage);
         self.report(&verdict, true);
         Some(verdict)

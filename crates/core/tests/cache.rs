@@ -143,9 +143,10 @@ async fn refused_callers_cost_no_round_trip_and_get_the_stores_verdict() {
         assert_eq!(local.usage()[0].remaining(), stored.usage()[0].remaining());
     }
     assert_eq!(calls(&store), before, "refused calls went to the store");
-    // Count mode too, and another principal is untouched.
-    assert!(!cached.count(&limits("a")).await.unwrap().is_allowed());
-    assert_eq!(calls(&store), before);
+    // Counting always reaches the store; another principal is untouched.
+    let counted = cached.count(&limits("a")).await.unwrap();
+    assert!(!counted.is_allowed() && !counted.is_local());
+    assert_eq!(calls(&store), before + 1);
     assert!(cached.reserve(&limits("b")).await.unwrap().is_allowed());
     // A reset through this limiter clears the entry; the next window starts fresh.
     assert!(cached.reset(&limits("a")[0]).await.unwrap());

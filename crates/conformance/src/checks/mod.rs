@@ -5,6 +5,7 @@
 //! [`conformance_tests!`](crate::conformance_tests) lists every check here;
 //! a test of this crate fails if a check is missing from that list.
 
+mod cache;
 mod concurrency;
 mod costs;
 mod counting;
@@ -17,6 +18,7 @@ mod refunds;
 mod reserve;
 mod windows;
 
+pub use cache::cached_and_uncached_limiters_agree;
 pub use concurrency::racing_callers_allow_exactly_max;
 pub use costs::{
     a_cost_above_max_is_refused_and_counted_over,
@@ -55,6 +57,7 @@ mod tests {
     #[test]
     fn the_macro_lists_every_check() {
         let sources = [
+            include_str!("cache.rs"),
             include_str!("concurrency.rs"),
             include_str!("costs.rs"),
             include_str!("counting.rs"),
