@@ -86,9 +86,9 @@ pub(crate) fn finish(
 /// Removes mark `key` when it holds `token`; whether it did. An expired
 /// mark is removed too, but holds nothing.
 pub(crate) fn release(conn: &Connection, key: &str, token: &str, now: Duration) -> Result<bool> {
-    let removed = conn
-        .prepare_cached(DROP_HELD)?
-        .execute(params![key.as_bytes(), token, millis(now)])?;
+    let removed =
+        conn.prepare_cached(DROP_HELD)?
+            .execute(params![key.as_bytes(), token, millis(now)])?;
     conn.prepare_cached(DROP_EXPIRED)?
         .execute(params![key.as_bytes(), millis(now)])?;
     Ok(removed == 1)

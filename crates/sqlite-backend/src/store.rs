@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
-use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait,
-};
+use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
 
 use crate::error::{queue_full, worker_gone};
 use crate::job::{Call, Job};
@@ -101,7 +99,10 @@ impl SqliteStore {
             return Err(StoreError::Timeout(Duration::ZERO));
         }
         let (reply, answer) = oneshot::channel();
-        match self.queue.try_send(Box::new(Call::new(op, deadline, reply))) {
+        match self
+            .queue
+            .try_send(Box::new(Call::new(op, deadline, reply)))
+        {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => return Err(queue_full(self.capacity)),
             Err(TrySendError::Disconnected(_)) => return Err(worker_gone()),
@@ -128,8 +129,10 @@ impl CounterStore for SqliteStore {
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         let counters = counters.to_vec();
-        self.call(deadline, move |conn, now| ops::reserve(conn, &counters, now))
-            .await
+        self.call(deadline, move |conn, now| {
+            ops::reserve(conn, &counters, now)
+        })
+        .await
     }
 
     async fn refund(

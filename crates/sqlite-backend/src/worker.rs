@@ -192,7 +192,8 @@ impl Worker {
     /// raises the margin at once, and it falls back by an eighth per commit.
     fn note_commit(&self, took: Duration) {
         let cost = self.commit_cost.get();
-        self.commit_cost.set(took.max(cost.saturating_sub(cost / 8)));
+        self.commit_cost
+            .set(took.max(cost.saturating_sub(cost / 8)));
     }
 
     /// Removes a bounded batch of expired counters and marks when the sweep
@@ -204,14 +205,20 @@ impl Worker {
             return;
         }
         let mut removed = 0;
-        let result = self.conn.busy_timeout(SWEEP_WAIT).map_err(Arc::new).and_then(|()| {
-            self.transaction(|conn| {
-                removed = ops::sweep(conn, self.sweep_batch, now).map_err(Arc::new)?;
-                let left = self.sweep_batch.saturating_sub(removed.try_into().unwrap_or(u32::MAX));
-                removed += marks::sweep(conn, left, now).map_err(Arc::new)?;
-                Ok(Ending::Committed)
-            })
-        });
+        let result = self
+            .conn
+            .busy_timeout(SWEEP_WAIT)
+            .map_err(Arc::new)
+            .and_then(|()| {
+                self.transaction(|conn| {
+                    removed = ops::sweep(conn, self.sweep_batch, now).map_err(Arc::new)?;
+                    let left = self
+                        .sweep_batch
+                        .saturating_sub(removed.try_into().unwrap_or(u32::MAX));
+                    removed += marks::sweep(conn, left, now).map_err(Arc::new)?;
+                    Ok(Ending::Committed)
+                })
+            });
         match result {
             Ok(_) if removed > 0 && removed >= self.sweep_batch as usize => self.next_sweep = now,
             Ok(_) => self.next_sweep = now.saturating_add(self.sweep_interval),

@@ -35,7 +35,9 @@ where
 
 /// Counts `key` once, by a deadline `budget` away.
 fn count_by(key: &'static str, budget: Duration) -> (Box<dyn Job>, Answer<Vec<u64>>) {
-    call(budget, move |conn, now| ops::count(conn, &[counter(key)], now))
+    call(budget, move |conn, now| {
+        ops::count(conn, &[counter(key)], now)
+    })
 }
 
 fn count_once(key: &'static str) -> (Box<dyn Job>, Answer<Vec<u64>>) {
@@ -192,7 +194,10 @@ fn a_batch_of_late_calls_never_waits_for_the_lock() {
     let started = Instant::now();
     worker.serve(vec![late]);
     assert!(started.elapsed() < Duration::from_millis(50));
-    assert_eq!(answer.blocking_recv().unwrap().unwrap_err().kind(), "timeout");
+    assert_eq!(
+        answer.blocking_recv().unwrap().unwrap_err().kind(),
+        "timeout"
+    );
     other.execute_batch("ROLLBACK").unwrap();
     assert_eq!(stored(&worker, "a"), 0);
 }
