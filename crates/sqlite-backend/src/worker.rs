@@ -7,7 +7,6 @@
 //! (nearly) passed. Such a call is answered `StoreError::Timeout`, having
 //! written nothing.
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -26,9 +25,9 @@ const MAX_BATCH: usize = 1_024;
 const MIN_WAIT: Duration = Duration::from_secs(1);
 
 /// The least time a call must have left to be applied: its batch still has
-/// to commit and answer before the caller's deadline. The worker adds the
-/// time its recent commits took.
-const MIN_MARGIN: Duration = Duration::from_millis(1);
+/// to commit and answer before the caller's deadline. A batch that went late
+/// anyway runs again with a margin grown by the time its late run took.
+const MARGIN: Duration = Duration::from_millis(1);
 
 /// How long a sweep waits for another process's write lock; a sweep that
 /// cannot lock the file tries again at its next interval.
@@ -59,8 +58,6 @@ pub(crate) struct Worker {
     sweep_interval: Duration,
     sweep_batch: u32,
     next_sweep: Duration,
-    /// A decaying maximum of how long recent commits took.
-    commit_cost: Cell<Duration>,
 }
 
 impl Worker {
@@ -74,7 +71,6 @@ impl Worker {
             sweep_interval: options.sweep_interval,
             sweep_batch: options.sweep_batch,
             next_sweep: Duration::ZERO,
-            commit_cost: Cell::new(Duration::ZERO),
         }
     }
 
@@ -109,14 +105,9 @@ impl Worker {
         until.clamp(MIN_WAIT, self.sweep_interval.max(MIN_WAIT))
     }
 
-    /// The least time a call must have left to be applied in this batch.
-    fn margin(&self) -> Duration {
-        MIN_MARGIN.saturating_add(self.commit_cost.get())
-    }
-
     /// Runs one batch and answers every call in it.
     fn serve(&self, mut jobs: Vec<Box<dyn Job>>) {
-        let margin = self.margin();
+        let mut margin = MARGIN;
         loop {
             jobs = answer_late(jobs, margin);
             let Some(latest) = jobs.iter().map(|job| job.deadline()).max() else {
@@ -134,18 +125,24 @@ impl Worker {
                 return;
             }
             let now = self.clock.now();
+            // How long the batch's calls took to run, under the lock.
+            let mut took = Duration::ZERO;
             // Optimistic first: the whole batch without savepoints. When a
             // call fails, the batch is rolled back and run again with a
             // savepoint per call, so that call fails alone. Calls only
             // answer after commit, so running one twice is invisible.
             let mut call_failed = false;
             let mut result = self.transaction(|conn| {
+                let started = Instant::now();
                 run_all(conn, &mut jobs, now, margin, &mut call_failed)?;
+                took = started.elapsed();
                 Ok(in_time(&jobs, margin))
             });
             if result.is_err() && call_failed {
                 result = self.transaction(|conn| {
+                    let started = Instant::now();
                     run_each_alone(conn, &mut jobs, now, margin)?;
+                    took = started.elapsed();
                     Ok(in_time(&jobs, margin))
                 });
             }
@@ -154,8 +151,10 @@ impl Worker {
                     jobs.into_iter().for_each(|job| job.answer(Ok(())));
                     return;
                 }
-                // The late calls are answered at the top of the loop.
-                Ok(Ending::Late) => continue,
+                // The late calls are answered at the top of the loop, with
+                // every call that would not survive another run as long:
+                // the margin only grows, so each run drops at least one call.
+                Ok(Ending::Late) => margin = margin.max(MARGIN.saturating_add(took)),
                 Err(failure) => {
                     tracing::warn!(error = %failure, calls = jobs.len(), "counter store batch failed");
                     jobs.into_iter().for_each(|job| job.answer(Err(&failure)));
@@ -173,12 +172,7 @@ impl Worker {
     ) -> Result<Ending, Failure> {
         exec(&self.conn, "BEGIN IMMEDIATE")?;
         let result = body(&self.conn).and_then(|ending| match ending {
-            Ending::Committed => {
-                let started = Instant::now();
-                exec(&self.conn, "COMMIT")?;
-                self.note_commit(started.elapsed());
-                Ok(ending)
-            }
+            Ending::Committed => exec(&self.conn, "COMMIT").map(|()| ending),
             Ending::Late => exec(&self.conn, "ROLLBACK").map(|()| ending),
         });
         if result.is_err() && !self.conn.is_autocommit() {
@@ -186,14 +180,6 @@ impl Worker {
             let _ = exec(&self.conn, "ROLLBACK");
         }
         result
-    }
-
-    /// Keeps a decaying maximum of commit times: a slow commit (an fsync)
-    /// raises the margin at once, and it falls back by an eighth per commit.
-    fn note_commit(&self, took: Duration) {
-        let cost = self.commit_cost.get();
-        self.commit_cost
-            .set(took.max(cost.saturating_sub(cost / 8)));
     }
 
     /// Removes a bounded batch of expired counters and marks when the sweep
