@@ -80,7 +80,7 @@ impl AskRules {
 /// - `POST /orgs/{org}/runs`: a docs run, guarded by `docs-run`, fail-open; 202.
 /// - `POST /webhooks/github`: processed once per `X-GitHub-Delivery`; 200.
 /// - `GET /stats`: the domain work done per route, and the tokens settled;
-///   `GET /healthz`.
+///   `GET /healthz`; `GET /metrics`: the limiter's metrics, Prometheus text.
 ///
 /// Every request is logged at info.
 ///
@@ -92,6 +92,8 @@ pub fn app(
     rules: &RuleSet,
     visitors: VisitorSource,
 ) -> Result<Router, tollgate::Error> {
+    // Before the first check, so that every check is recorded.
+    crate::prometheus();
     let runs = Guard::new(limiter.clone())
         .keyed(rules.get("docs-run")?, &[KeyPart::Param("org")])?
         .mode(Mode::Count)
@@ -108,6 +110,7 @@ pub fn app(
         .route("/webhooks/github", post(github_webhook))
         .route("/stats", get(stats))
         .route("/healthz", get(healthz))
+        .route("/metrics", get(crate::metrics::scrape))
         .with_state(demo)
         .layer(middleware::from_fn(log_request)))
 }
