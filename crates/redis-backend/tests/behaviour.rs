@@ -12,9 +12,9 @@ use std::time::Duration;
 use redis::Value;
 use support::relay::Relay;
 use support::{admin, limit, limits, run};
-use tollgate_test_support::redis_server::RedisServer;
 use tollgate_core::{Clock, Counter, CounterStore, Limiter, ManualClock, StoreError};
 use tollgate_redis::{RedisOptions, RedisStore};
+use tollgate_test_support::redis_server::RedisServer;
 
 /// `INFO commandstats` as command → calls, leaving out the test's own commands.
 async fn command_calls(admin: &mut redis::aio::MultiplexedConnection) -> BTreeMap<String, u64> {

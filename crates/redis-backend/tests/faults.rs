@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use support::relay::Relay;
 use support::{BOUND, admin, limits, run};
-use tollgate_test_support::Logs;
-use tollgate_test_support::redis_server::{RedisServer, RedisServerOptions};
 use tollgate_core::{Clock, CounterStore, Error, Expiry, Limiter, ManualClock};
 use tollgate_redis::RedisStore;
+use tollgate_test_support::Logs;
+use tollgate_test_support::redis_server::{RedisServer, RedisServerOptions};
 
 fn start(options: RedisServerOptions) -> RedisServer {
     RedisServer::start_with(options)

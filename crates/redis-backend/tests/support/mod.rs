@@ -6,8 +6,8 @@ pub mod relay;
 
 use std::time::Duration;
 
-use tollgate_test_support::unique;
 use tollgate_core::{Limit, Rule, Window};
+use tollgate_test_support::unique;
 
 /// The failure bound stated in the crate docs: a check against a dead or
 /// frozen server returns within this, with the default retry policy.
