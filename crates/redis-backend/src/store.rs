@@ -292,7 +292,7 @@ mod tests {
             .args_iter()
             .filter_map(|arg| match arg {
                 redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
-                redis::Arg::Cursor => None,
+                _ => None,
             })
             .collect();
         assert_eq!(args.len(), 5);
