@@ -128,8 +128,10 @@ async fn checks_answered_during_a_freeze_spend_nothing_when_the_server_resumes()
     let mut server = RedisServer::start();
     let store = RedisStore::open(&server.url()).unwrap();
     let limiter = Limiter::new(store);
-    let reserved = limit("frozen-reserve", 10_000);
-    let counted = limit("frozen-count", 10_000);
+    // Limits no burst reaches: every stalled reservation would fit if it
+    // were applied, and every count stays allowed.
+    let reserved = limit("frozen-reserve", 10_000_000);
+    let counted = limit("frozen-count", 10_000_000);
     let burst = Burst::start(&limiter, &reserved, &counted, 50);
     tokio::time::sleep(Duration::from_millis(300)).await;
 
@@ -176,6 +178,7 @@ async fn checks_answered_during_a_freeze_spend_nothing_when_the_server_resumes()
         "too few checks failed during the freeze"
     );
     assert!(reserved_n > 0 && counted_n > 0, "nothing was allowed");
+    assert_eq!(load(&answers.refused), 0, "the limit was reached");
     assert_eq!(
         reserve_spent, reserved_n,
         "reservations stored vs answered allowed"
