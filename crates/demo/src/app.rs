@@ -45,13 +45,25 @@ struct AskRules {
 }
 
 impl AskRules {
+    /// The rules, each checked now for the number of key parts the route gives it.
     fn new(rules: &RuleSet) -> Result<AskRules, tollgate::Error> {
+        let keyed = |name: &str, parts: usize| -> Result<Rule, tollgate::Error> {
+            let rule = rules.get(name)?;
+            if rule.key_parts().len() != parts {
+                return Err(tollgate::Error::KeyArity {
+                    rule: name.to_owned(),
+                    expected: rule.key_parts().len(),
+                    found: parts,
+                });
+            }
+            Ok(rule.clone())
+        };
         Ok(AskRules {
-            burst: rules.get("ask-burst")?.clone(),
-            ask: rules.get("ask")?.clone(),
-            site: rules.get("ask-site")?.clone(),
-            all: rules.get("ask-all")?.clone(),
-            tokens: rules.get("ask-tokens")?.clone(),
+            burst: keyed("ask-burst", 1)?,
+            ask: keyed("ask", 2)?,
+            site: keyed("ask-site", 1)?,
+            all: keyed("ask-all", 0)?,
+            tokens: keyed("ask-tokens", 1)?,
         })
     }
 
