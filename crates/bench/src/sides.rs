@@ -180,8 +180,10 @@ impl Side for Raw {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        // The same cutoff a store call gets: 50 ms from now, plus the margin.
-        let cutoff = Deadline::after(std::time::Duration::from_millis(50)).cutoff_unix_millis();
+        // The same deadline check as a store call, with a cutoff so far off
+        // (10 s) that a loaded machine never turns it into an error: the
+        // raw side has no retries to fall back on.
+        let cutoff = Deadline::after(std::time::Duration::from_secs(10)).cutoff_unix_millis();
         let keys = self.work.keys(&self.work.parts(principal), now);
         let cost = self.work.cost;
         let mut connection = self.connection.clone();

@@ -8,12 +8,17 @@ use std::process::Command;
 use tollgate_test_support::redis_server::RedisServer;
 
 fn bench(args: &[&str]) -> serde_json::Value {
+    bench_after("0.1", args)
+}
+
+/// A smoke run after `warmup` seconds of warm-up.
+fn bench_after(warmup: &str, args: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_tollgate-bench"))
         .args([
             "--duration",
             "0.5",
             "--warmup",
-            "0.1",
+            warmup,
             "--rounds",
             "1",
             "--concurrency",
@@ -70,7 +75,8 @@ fn redis_smoke_run_compares_with_the_raw_ceiling() {
 #[test]
 fn redis_attack_and_settle_runs_report_refusals_and_refunds() {
     let server = RedisServer::start();
-    let report = bench(&["--store", &server.url(), "--attack"]);
+    // Long enough for each of the 100 attackers to pass its 15 a day.
+    let report = bench_after("2", &["--store", &server.url(), "--attack"]);
     let round = |side: &str| {
         report["rounds"]
             .as_array()
