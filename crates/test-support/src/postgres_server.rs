@@ -8,10 +8,11 @@
 //! running (nor port 5432). When the tests run as root, the server runs as
 //! the `postgres` user (initdb refuses root).
 //!
-//! Each server is its own process group, so that [`freeze`](PostgresServer::freeze)
-//! stops the postmaster and every backend at once. A small reaper process
-//! kills the group and removes the directory when the test process ends,
-//! however it ends, so a server shared through a `static`
+//! [`freeze`](PostgresServer::freeze) stops the postmaster and every
+//! process it started (each of them leads a process group of its own, so
+//! signalling the postmaster's group alone would miss them). A small reaper
+//! process kills the server and removes its directory when the test process
+//! ends, however it ends, so a server shared through a `static`
 //! ([`PostgresServer::shared`]) never outlives its tests.
 //!
 //! A freshly initialised cluster is kept as a template in the temporary
@@ -189,7 +190,7 @@ impl PostgresServer {
         &self.dir
     }
 
-    /// The postmaster's process id (also its process group), while it runs.
+    /// The postmaster's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
@@ -235,9 +236,13 @@ impl PostgresServer {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        let group = child.id();
-        signal_group(group, "-CONT");
-        signal(child.id(), "-QUIT");
+        let pid = child.id();
+        let backends = children(pid);
+        for backend in &backends {
+            signal(*backend, "-CONT");
+        }
+        signal(pid, "-CONT");
+        signal(pid, "-QUIT");
         let started = Instant::now();
         loop {
             match child.try_wait() {
@@ -246,14 +251,16 @@ impl PostgresServer {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 _ => {
-                    signal_group(group, "-KILL");
+                    signal(pid, "-KILL");
                     let _ = child.wait();
                     break;
                 }
             }
         }
         // Backends left behind by a postmaster that died first.
-        signal_group(group, "-KILL");
+        for backend in backends {
+            signal(backend, "-KILL");
+        }
         self.tell_reaper(0);
     }
 
@@ -271,26 +278,35 @@ impl PostgresServer {
         }
     }
 
-    /// Suspends the postmaster and every backend (SIGSTOP to the server's
-    /// process group): connections stay open, nothing is answered. Resume
-    /// with [`thaw`](PostgresServer::thaw).
+    /// Suspends the postmaster and every process it started (SIGSTOP to
+    /// the postmaster first, so that it starts no other, then to each of
+    /// its children: every postmaster child is a process group of its
+    /// own): connections stay open, nothing is answered. Resume with
+    /// [`thaw`](PostgresServer::thaw).
     ///
     /// # Panics
     ///
     /// When the server is not running.
     pub fn freeze(&mut self) {
         let pid = self.running("freeze");
-        signal_group(pid, "-STOP");
+        signal(pid, "-STOP");
+        for child in children(pid) {
+            signal(child, "-STOP");
+        }
     }
 
-    /// Resumes a frozen server (SIGCONT to its process group).
+    /// Resumes a frozen server (SIGCONT to the postmaster's children, then
+    /// to the postmaster).
     ///
     /// # Panics
     ///
     /// When the server is not running.
     pub fn thaw(&mut self) {
         let pid = self.running("thaw");
-        signal_group(pid, "-CONT");
+        for child in children(pid) {
+            signal(child, "-CONT");
+        }
+        signal(pid, "-CONT");
     }
 
     fn running(&self, what: &str) -> u32 {
@@ -372,7 +388,7 @@ impl PostgresServer {
                 return Ok(());
             }
             if started.elapsed() > READY_TIMEOUT {
-                signal_group(child.id(), "-KILL");
+                signal(child.id(), "-KILL");
                 let _ = child.wait();
                 self.tell_reaper(0);
                 return Err(format!(
@@ -384,8 +400,8 @@ impl PostgresServer {
         }
     }
 
-    /// Tells the reaper which process group to kill if the test process
-    /// ends (0: none).
+    /// Tells the reaper which postmaster to kill if the test process ends
+    /// (0: none).
     fn tell_reaper(&mut self, group: u32) {
         if let Some(stdin) = self.reaper.as_mut().and_then(|r| r.stdin.as_mut()) {
             let _ = writeln!(stdin, "{group}");
@@ -514,13 +530,17 @@ fn template(bin: &Path, owner: Option<(u32, u32)>) -> PathBuf {
         .clone()
 }
 
-/// A process that kills the last process group written to its stdin (0:
-/// none) and removes `dir` once its stdin closes: when the server is
-/// dropped, or when the test process ends in any way.
+/// A process that kills the last postmaster written to its stdin (0:
+/// none) and its children, and removes `dir`, once its stdin closes: when
+/// the server is dropped, or when the test process ends in any way.
 fn reaper(dir: &Path) -> Child {
-    let script = r#"group=0
-while read -r next; do group=$next; done
-if [ "$group" -gt 0 ] 2>/dev/null; then kill -CONT -- "-$group" 2>/dev/null; kill -KILL -- "-$group" 2>/dev/null; fi
+    let script = r#"pid=0
+while read -r next; do pid=$next; done
+if [ "$pid" -gt 0 ] 2>/dev/null; then
+    children=$(ps -o pid= --ppid "$pid")
+    kill -KILL "$pid" 2>/dev/null
+    for child in $children; do kill -CONT "$child"; kill -KILL "$child"; done 2>/dev/null
+fi
 rm -rf -- "$1""#;
     Command::new("sh")
         .args(["-c", script, "tollgate-postgres-reaper"])
@@ -550,11 +570,22 @@ fn signal(pid: u32, signal: &str) {
         .status();
 }
 
-fn signal_group(group: u32, signal: &str) {
-    let _ = Command::new("kill")
-        .args([signal, "--", &format!("-{group}")])
-        .stderr(Stdio::null())
-        .status();
+/// The processes whose parent is `pid`, from `/proc`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let child: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
+            let after = &stat[stat.rfind(')')? + 1..];
+            let parent: u32 = after.split_whitespace().nth(1)?.parse().ok()?;
+            (parent == pid).then_some(child)
+        })
+        .collect()
 }
 
 /// A loopback port nothing listens on right now (never 5432).
