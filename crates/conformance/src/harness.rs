@@ -7,10 +7,10 @@ use tollgate_core::{CounterStore, ManualClock};
 
 /// A store under test: its storage, and a way to open clients on it.
 ///
-/// `start` prepares fresh storage (a temporary file, a new server, or an
-/// existing server: every check uses unique keys, so nothing is wiped).
-/// `open` connects a new, independent client to that same storage; the
-/// restart check drops every client and opens new ones.
+/// `start` prepares fresh storage for one check (a temporary file, a new
+/// server, or an existing server: every check uses unique keys, so nothing
+/// is wiped). `open` connects a new, independent client to that same
+/// storage; the restart check drops every client and opens new ones.
 pub trait Harness: Sized + Send + Sync + 'static {
     /// The store type under test.
     type Store: CounterStore;
@@ -27,8 +27,15 @@ pub trait Harness: Sized + Send + Sync + 'static {
 
     /// The clock the storage expires entries by, when the harness can move
     /// it (a store given a [`ManualClock`]); `None` for a server keeping its
-    /// own time. Checks of lifetimes then move time instead of reading
-    /// [`expiry`](Harness::expiry) alone.
+    /// own time. Return clones of one clock, fresh for each [`start`](Harness::start).
+    ///
+    /// A check sets this clock to [`FIXED_NOW`](crate::FIXED_NOW) when it
+    /// starts, gives the same clock to its limiters and moves it forward to
+    /// prove lifetimes (by up to about 60 days). So a store must expire
+    /// entries by this clock but measure its [`Deadline`](tollgate_core::Deadline)s
+    /// in real time. With `None`, the checks keep their own fixed clock for
+    /// the limiters and read lifetimes with [`expiry`](Harness::expiry) (and a
+    /// few bounded real-time waits) instead.
     fn store_clock(&self) -> Option<ManualClock> {
         None
     }

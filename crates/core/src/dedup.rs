@@ -72,7 +72,7 @@ impl Deliveries {
         let claim = self
             .limiter
             .retry_policy()
-            .run(true, |deadline| {
+            .run((store.name(), "claim"), true, |deadline| {
                 store.claim(&key, &token, self.lease, deadline)
             })
             .await;
@@ -111,7 +111,7 @@ impl Delivery {
         let done = self
             .limiter
             .retry_policy()
-            .run(true, |deadline| {
+            .run((store.name(), "finish"), true, |deadline| {
                 store.finish(&self.key, &self.token, Deliveries::TTL, deadline)
             })
             .await;
@@ -159,7 +159,9 @@ async fn release(limiter: &Limiter, key: &str, token: &str) -> Result<(), StoreE
     let store = limiter.store();
     limiter
         .retry_policy()
-        .run(true, |deadline| store.release(key, token, deadline))
+        .run((store.name(), "release"), true, |deadline| {
+            store.release(key, token, deadline)
+        })
         .await
         .map(drop)
 }

@@ -125,14 +125,20 @@ impl Limit {
     }
 
     /// This limit's counter at `now_secs`: the current window's key, a
-    /// lifetime of one window, this limit's cost and its rule's max.
+    /// lifetime of one window, this limit's cost and its rule's max (for a
+    /// shadow rule, [`MAX_COUNT`]: it is counted but never blocks a
+    /// reservation).
     pub fn counter(&self, now_secs: u64) -> Counter {
         let window = self.rule.window();
         Counter {
             key: self.counter_key(window.index(now_secs)),
             ttl: window.duration(),
             cost: self.cost,
-            max: self.rule.max(),
+            max: if self.rule.is_shadow() {
+                MAX_COUNT
+            } else {
+                self.rule.max()
+            },
         }
     }
 }

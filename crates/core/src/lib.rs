@@ -1,12 +1,14 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod cache;
 mod clock;
 mod deadline;
 mod dedup;
 mod error;
 mod key;
 mod limiter;
+pub mod observe;
 mod reply;
 mod retry;
 mod rule;

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::cache::LocalCache;
+use crate::observe::{self, Outcome};
 use crate::store::MAX_COUNT;
 use crate::throttle::{Chain, Throttle};
 use crate::{
@@ -53,6 +55,7 @@ pub struct Limiter {
     clock: Arc<dyn Clock>,
     retry: RetryPolicy,
     logs: Arc<Throttle>,
+    cache: Option<Arc<LocalCache>>,
 }
 
 impl Limiter {
@@ -72,7 +75,23 @@ impl Limiter {
             clock: Arc::new(clock),
             retry: RetryPolicy::default(),
             logs: Arc::default(),
+            cache: Some(Arc::new(LocalCache::new(Limiter::DEFAULT_CACHE_CAPACITY))),
         }
+    }
+
+    /// How many full counters a limiter remembers by default: 10,000.
+    pub const DEFAULT_CACHE_CAPACITY: usize = 10_000;
+
+    /// The same limiter remembering at most `capacity` full counters (0:
+    /// none, every check goes to the store). Under attack, reservations
+    /// that cannot fit a counter already seen full are then refused without
+    /// a store round trip (they would spend nothing anyway); a cached answer
+    /// never admits a call the store would refuse (see
+    /// [`Verdict::is_local`]). Counting ([`Mode::Count`]) always reaches the
+    /// store: a counted call is counted even when over.
+    pub fn with_cache_capacity(mut self, capacity: usize) -> Limiter {
+        self.cache = (capacity > 0).then(|| Arc::new(LocalCache::new(capacity)));
+        self
     }
 
     /// The same limiter bounded by `retry` instead: the one time budget of
@@ -137,10 +156,17 @@ impl Limiter {
         }
         let now = self.clock.now().as_secs();
         let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
+        if mode == Mode::Reserve
+            && let Some(verdict) = self.answer_locally(limits, &counters, now)
+        {
+            return Ok(verdict);
+        }
         let reply = match mode {
             Mode::Count => self
                 .retry
-                .run(true, |deadline| self.store.count(&counters, deadline))
+                .run((self.store.name(), "count"), true, |deadline| {
+                    self.store.count(&counters, deadline)
+                })
                 .await
                 .map(|counts| Reservation {
                     applied: true,
@@ -148,14 +174,70 @@ impl Limiter {
                 }),
             Mode::Reserve => {
                 self.retry
-                    .run(true, |deadline| self.store.reserve(&counters, deadline))
+                    .run((self.store.name(), "reserve"), true, |deadline| {
+                        self.store.reserve(&counters, deadline)
+                    })
                     .await
             }
         };
         let applied = reply.as_ref().is_ok_and(|r| r.applied);
+        let counts = match &reply {
+            Ok(reply) if self.cache.is_some() && mode == Mode::Reserve => reply.counts.clone(),
+            _ => Vec::new(),
+        };
         match reply.and_then(|reply| reply::usage(limits, &counters, mode, reply, now)) {
-            Ok(usage) => Ok(Verdict::new(usage, applied)),
-            Err(err) => self.on_failure(&Names(limits).to_string(), policy, err),
+            Ok(usage) => {
+                let verdict = Verdict::new(usage, applied);
+                if let Some(cache) = &self.cache
+                    && mode == Mode::Reserve
+                {
+                    let ends: Vec<u64> = verdict.usage().iter().map(Usage::reset).collect();
+                    cache.note(&counters, &counts, &ends, !verdict.is_allowed());
+                }
+                self.report(&verdict, false);
+                Ok(verdict)
+            }
+            Err(err) => {
+                let outcome = match policy {
+                    Policy::FailOpen => Outcome::Degraded,
+                    Policy::FailClosed => Outcome::Unavailable,
+                };
+                observe::failed(limits, outcome);
+                self.on_failure(&Names(limits).to_string(), policy, err)
+            }
+        }
+    }
+
+    /// The verdict of a reservation the local cache can refuse without a
+    /// store round trip: what the store would answer, spending nothing.
+    /// Counting always goes to the store, since a counted call is counted
+    /// even when over.
+    fn answer_locally(&self, limits: &[Limit], counters: &[Counter], now: u64) -> Option<Verdict> {
+        let seen = self.cache.as_ref()?.refusal(counters, now)?;
+        let reply = Reservation {
+            applied: false,
+            counts: seen,
+        };
+        let usage = reply::usage(limits, counters, Mode::Reserve, reply, now).ok()?;
+        let verdict = Verdict::local(usage);
+        self.report(&verdict, true);
+        Some(verdict)
+    }
+
+    /// Metrics of a check, and a warning (rate-limited) for each shadow rule
+    /// that would have refused it.
+    fn report(&self, verdict: &Verdict, local: bool) {
+        observe::check(verdict, local);
+        for usage in verdict.shadow_limited() {
+            let key = format!("shadow:{}", usage.name());
+            if let Some(suppressed) = self.logs.admit(&key) {
+                tracing::warn!(
+                    rule = usage.name(),
+                    remaining = usage.remaining(),
+                    suppressed,
+                    "shadow rule would have refused the call"
+                );
+            }
         }
     }
 
@@ -167,7 +249,9 @@ impl Limiter {
         let keys: Vec<String> = counters.iter().map(|c| c.key.clone()).collect();
         let counts = self
             .retry
-            .run(true, |deadline| self.store.get(&keys, deadline))
+            .run((self.store.name(), "get"), true, |deadline| {
+                self.store.get(&keys, deadline)
+            })
             .await;
         let counts = counts
             .and_then(|c| reply::same_len(limits.len(), c))
@@ -185,8 +269,13 @@ impl Limiter {
     pub async fn reset(&self, limit: &Limit) -> Result<bool, Error> {
         let now = self.clock.now().as_secs();
         let key = limit.counter_key(limit.rule().window().index(now));
+        if let Some(cache) = &self.cache {
+            cache.forget([key.as_str()]);
+        }
         self.retry
-            .run(true, |deadline| self.store.delete(&key, deadline))
+            .run((self.store.name(), "delete"), true, |deadline| {
+                self.store.delete(&key, deadline)
+            })
             .await
             .map_err(Error::Unavailable)
     }
@@ -274,9 +363,14 @@ impl Limiter {
             }
         }
         if !refunds.is_empty() {
+            if let Some(cache) = &self.cache {
+                cache.forget(refunds.iter().map(|c| c.key.as_str()));
+            }
             let done = self
                 .retry
-                .run(false, |deadline| self.store.refund(&refunds, deadline))
+                .run((self.store.name(), "refund"), false, |deadline| {
+                    self.store.refund(&refunds, deadline)
+                })
                 .await
                 .and_then(|counts| reply::same_len(refunds.len(), counts));
             if let Err(err) = done {
@@ -286,7 +380,9 @@ impl Limiter {
         if !excess.is_empty() {
             let done = self
                 .retry
-                .run(true, |deadline| self.store.count(&excess, deadline))
+                .run((self.store.name(), "count"), true, |deadline| {
+                    self.store.count(&excess, deadline)
+                })
                 .await
                 .and_then(|counts| reply::same_len(excess.len(), counts));
             if let Err(err) = done {

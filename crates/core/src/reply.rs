@@ -17,6 +17,7 @@ pub(crate) fn usage(
 ) -> Result<Vec<Usage>, StoreError> {
     let counts = same_len(counters.len(), reply.counts)?;
     let applied = reply.applied;
+    let mut blocked = false;
     let mut usage = Vec::with_capacity(limits.len());
     for ((limit, counter), count) in limits.iter().zip(counters).zip(counts) {
         if count > MAX_COUNT {
@@ -29,18 +30,21 @@ pub(crate) fn usage(
                 "a counter reads less than the cost just added".into(),
             ));
         }
-        let over = match mode {
-            Mode::Count => count > counter.max,
-            Mode::Reserve if applied && count > counter.max => {
-                return Err(StoreError::InvalidReply(
-                    "a reservation was applied past a counter's max".into(),
-                ));
-            }
-            Mode::Reserve => !applied && !counter.fits(count),
+        if mode == Mode::Reserve && applied && count > counter.max {
+            return Err(StoreError::InvalidReply(
+                "a reservation was applied past a counter's max".into(),
+            ));
+        }
+        blocked |= mode == Mode::Reserve && !applied && !counter.fits(count);
+        // Past the rule's own max (a shadow rule's counter has a higher one).
+        let max = limit.rule().max();
+        let past_max = match mode {
+            Mode::Reserve if !applied => count.saturating_add(counter.cost) > max,
+            _ => count > max,
         };
-        usage.push(Usage::new(limit, count, now, over));
+        usage.push(Usage::new(limit, count, now, past_max));
     }
-    if !applied && !usage.iter().any(Usage::is_over) {
+    if !applied && !blocked {
         return Err(StoreError::InvalidReply(
             "a reservation was refused with every cost fitting".into(),
         ));
@@ -105,6 +109,24 @@ mod tests {
             Ok(vec![false, true])
         );
         assert_eq!(read(Mode::Reserve, &[11], false, &[0]), Ok(vec![true]));
+    }
+
+    #[test]
+    fn a_shadow_rule_is_reported_but_never_refuses_or_blocks() {
+        let shadow = Rule::new("dark", 2, Window::HOUR).map(|r| r.with_shadow(true));
+        let shadow = shadow.unwrap_or_else(|e| panic!("{e}"));
+        let limits = [shadow.limit::<&str>(&[]).unwrap_or_else(|e| panic!("{e}"))];
+        let counters: Vec<Counter> = limits.iter().map(|l| l.counter(0)).collect();
+        assert_eq!(counters[0].max, MAX_COUNT, "a shadow counter never blocks");
+        for (mode, applied) in [(Mode::Count, true), (Mode::Reserve, true)] {
+            let reply = Reservation {
+                applied,
+                counts: vec![3],
+            };
+            let usage = usage(&limits, &counters, mode, reply, 0).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!usage[0].is_over(), "{mode:?}: a shadow rule refused");
+            assert!(usage[0].is_shadow_over(), "{mode:?}: not reported");
+        }
     }
 
     #[test]

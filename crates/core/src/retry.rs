@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::{Deadline, StoreError};
+use crate::{Deadline, StoreError, observe};
 
 /// How a [`Limiter`](crate::Limiter) bounds its store calls: the one owner
 /// of time for a check.
@@ -45,9 +45,15 @@ impl RetryPolicy {
     }
 
     /// Runs `call` under this policy: each attempt gets its deadline and is
-    /// cut off at it. With `retry` false (calls that must not run twice,
-    /// such as refunds) there is one attempt.
-    pub(crate) async fn run<T, F, Fut>(&self, retry: bool, mut call: F) -> Result<T, StoreError>
+    /// cut off at it, and is recorded as a call of `op` to `store`. With
+    /// `retry` false (calls that must not run twice, such as refunds) there
+    /// is one attempt.
+    pub(crate) async fn run<T, F, Fut>(
+        &self,
+        call_of: (&'static str, &'static str),
+        retry: bool,
+        mut call: F,
+    ) -> Result<T, StoreError>
     where
         F: FnMut(Deadline) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
@@ -57,10 +63,13 @@ impl RetryPolicy {
         loop {
             let deadline = Deadline::after(self.timeout).min(check);
             let at = tokio::time::Instant::from_std(deadline.instant());
+            let started = std::time::Instant::now();
             let result = match tokio::time::timeout_at(at, call(deadline)).await {
                 Ok(result) => result,
                 Err(_) => Err(StoreError::Timeout(self.timeout)),
             };
+            let (store, op) = call_of;
+            observe::store_call(store, op, started.elapsed(), result.as_ref().map(drop));
             match result {
                 Err(e) if retry && e.is_transient() && retries < self.retries => {
                     retries += 1;
@@ -109,7 +118,7 @@ mod tests {
     async fn transient_failures_are_retried_twice_and_others_never() {
         let attempts = AtomicU32::new(0);
         let transient = quick()
-            .run(true, |_| async {
+            .run(("test", "count"), true, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Connection("refused".into()))
             })
@@ -117,7 +126,7 @@ mod tests {
         assert_eq!(transient.map_err(|e| e.kind()), Err("connection"));
         assert_eq!(attempts.swap(0, Ordering::SeqCst), 3);
         let permanent = quick()
-            .run(true, |_| async {
+            .run(("test", "count"), true, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Backend("no".into()))
             })
@@ -125,7 +134,7 @@ mod tests {
         assert!(permanent.is_err());
         assert_eq!(attempts.swap(0, Ordering::SeqCst), 1);
         let once = quick()
-            .run(false, |_| async {
+            .run(("test", "count"), false, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Connection("refused".into()))
             })
@@ -144,7 +153,7 @@ mod tests {
         let started = std::time::Instant::now();
         let mut deadlines = Vec::new();
         let result = policy
-            .run(true, |deadline| {
+            .run(("test", "count"), true, |deadline| {
                 deadlines.push(deadline);
                 std::future::pending::<Result<(), StoreError>>()
             })

@@ -28,6 +28,7 @@ pub struct Rule {
     key: Arc<[Arc<str>]>,
     unit: Unit,
     public: bool,
+    shadow: bool,
 }
 
 impl Rule {
@@ -62,6 +63,7 @@ impl Rule {
             key: Arc::new([]),
             unit: Unit::Calls,
             public: true,
+            shadow: false,
         })
     }
 
@@ -97,6 +99,20 @@ impl Rule {
     pub fn with_public(mut self, public: bool) -> Rule {
         self.public = public;
         self
+    }
+
+    /// The same rule, dark-launched or not: a shadow rule is counted and
+    /// reported (a warning, a metric, [`Verdict::shadow_limited`](crate::Verdict::shadow_limited))
+    /// but never refuses a call, in count and reserve mode alike (a shadow
+    /// rule over its max does not block the other limits of a reservation).
+    pub fn with_shadow(mut self, shadow: bool) -> Rule {
+        self.shadow = shadow;
+        self
+    }
+
+    /// Whether the rule is a shadow rule: counted, never refusing.
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
     }
 
     /// The rule's name, e.g. `ask`.
@@ -178,6 +194,7 @@ struct RuleBody {
     key: Vec<String>,
     unit: Option<String>,
     public: Option<bool>,
+    shadow: Option<bool>,
 }
 
 impl RuleBody {
@@ -189,7 +206,8 @@ impl RuleBody {
         Ok(Rule::new(name, self.max, self.window)?
             .with_key(&self.key)?
             .with_unit(unit)
-            .with_public(self.public.unwrap_or(true)))
+            .with_public(self.public.unwrap_or(true))
+            .with_shadow(self.shadow.unwrap_or(false)))
     }
 }
 
@@ -203,6 +221,7 @@ struct RawRule {
     key: Vec<String>,
     unit: Option<String>,
     public: Option<bool>,
+    shadow: Option<bool>,
 }
 
 impl TryFrom<RawRule> for Rule {
@@ -214,6 +233,7 @@ impl TryFrom<RawRule> for Rule {
             key: raw.key,
             unit: raw.unit,
             public: raw.public,
+            shadow: raw.shadow,
         };
         body.into_rule(&raw.name)
     }
@@ -242,6 +262,7 @@ impl<'de> Deserialize<'de> for Rule {
 /// key = ["project"]
 /// unit = "tokens"                # what one unit is; "calls" when left out
 /// public = false                 # never shown in response fields
+/// shadow = false                 # true: counted and reported, never refusing
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RuleSet {
@@ -363,6 +384,9 @@ mod tests {
         let set = RuleSet::from_toml(text).unwrap_or_else(|e| panic!("{e}"));
         let (parts, unit, public) = shape(&set, "a");
         assert_eq!((parts.len(), unit.as_str(), public), (2, "bytes", false));
+        assert!(!set.get("a").is_ok_and(Rule::is_shadow));
+        let dark = RuleSet::from_toml("[d]\nmax = 1\nwindow = 1\nshadow = true\n");
+        assert!(dark.is_ok_and(|set| set.get("d").is_ok_and(Rule::is_shadow)));
         for bad in [
             "[a]\nmax = 1\nwindow = 1\nkey = [\"x\", \"x\"]",
             "[a]\nmax = 1\nwindow = 1\nkey = [\"\"]",
@@ -370,6 +394,7 @@ mod tests {
             "[a]\nmax = 1\nwindow = 1\nkey = \"x\"",
             "[a]\nmax = 1\nwindow = 1\nunit = \"Tokens\"",
             "[a]\nmax = 1\nwindow = 1\npublic = \"no\"",
+            "[a]\nmax = 1\nwindow = 1\nshadow = 1",
             "[a]\nmax = 9007199254740992\nwindow = 1",
         ] {
             assert!(RuleSet::from_toml(bad).is_err(), "accepted {bad:?}");

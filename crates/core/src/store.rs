@@ -111,6 +111,11 @@ pub enum Claim {
 /// [`StoreError::InvalidReply`], never a panic and never a count taken as 0.
 #[async_trait]
 pub trait CounterStore: Debug + Send + Sync + 'static {
+    /// A short name for logs and metrics, e.g. `redis` (`store` by default).
+    fn name(&self) -> &'static str {
+        "store"
+    }
+
     /// Adds each counter's cost ([`Counter::added_to`]) and returns the new
     /// counts, in order.
     async fn count(&self, counters: &[Counter], deadline: Deadline)
@@ -170,6 +175,9 @@ macro_rules! forward_store {
     ($($ty:ty),*) => {$(
         #[async_trait]
         impl<S: CounterStore + ?Sized> CounterStore for $ty {
+            fn name(&self) -> &'static str {
+                (**self).name()
+            }
             async fn count(&self, counters: &[Counter], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
                 (**self).count(counters, deadline).await
             }

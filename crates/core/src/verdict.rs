@@ -17,6 +17,7 @@ pub struct Usage {
     reset: u64,
     retry_after: u64,
     over: bool,
+    shadow_over: bool,
     /// Where the cost went: the counter key without its index, and the
     /// window index (for refunds and settles; never shown).
     stored: Arc<str>,
@@ -24,7 +25,9 @@ pub struct Usage {
 }
 
 impl Usage {
-    pub(crate) fn new(limit: &Limit, count: u64, now_secs: u64, over: bool) -> Usage {
+    /// The usage of `limit` at `count`; `past_max` when it refuses the call
+    /// (a shadow rule only reports it).
+    pub(crate) fn new(limit: &Limit, count: u64, now_secs: u64, past_max: bool) -> Usage {
         let rule = limit.rule();
         let window = rule.window();
         // Counts are at most MAX_COUNT and `max` at most MAX_MAX, both below i64::MAX.
@@ -40,7 +43,8 @@ impl Usage {
             remaining: max.saturating_sub(count),
             reset: window.reset(now_secs),
             retry_after: window.retry_after(now_secs),
-            over,
+            over: past_max && !rule.is_shadow(),
+            shadow_over: past_max && rule.is_shadow(),
             stored: limit.stored().clone(),
             index: window.index(now_secs),
         }
@@ -48,6 +52,10 @@ impl Usage {
 
     /// The rule's name.
     pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn shared_name(&self) -> &Arc<str> {
         &self.name
     }
 
@@ -104,6 +112,11 @@ impl Usage {
     pub fn is_over(&self) -> bool {
         self.over
     }
+
+    /// Whether this is a shadow rule that would have refused the call.
+    pub fn is_shadow_over(&self) -> bool {
+        self.shadow_over
+    }
 }
 
 /// The answer of a check: where each limit stands and whether the call may go on.
@@ -117,6 +130,7 @@ pub struct Verdict {
     usage: Vec<Usage>,
     degraded: bool,
     spent: bool,
+    local: bool,
 }
 
 impl Verdict {
@@ -125,7 +139,25 @@ impl Verdict {
             usage,
             degraded: false,
             spent,
+            local: false,
         }
+    }
+
+    /// A refusal answered from the limiter's cache of full counters.
+    pub(crate) fn local(usage: Vec<Usage>) -> Verdict {
+        Verdict {
+            usage,
+            degraded: false,
+            spent: false,
+            local: true,
+        }
+    }
+
+    /// Whether the limiter answered this refusal from its cache of full
+    /// counters, without a store round trip (nothing was spent; the other
+    /// limits' remaining budgets are as last seen).
+    pub fn is_local(&self) -> bool {
+        self.local
     }
 
     pub(crate) fn degraded() -> Verdict {
@@ -133,6 +165,7 @@ impl Verdict {
             usage: Vec::new(),
             degraded: true,
             spent: false,
+            local: false,
         }
     }
 
@@ -156,6 +189,11 @@ impl Verdict {
     /// Each limit of the check, in the order given.
     pub fn usage(&self) -> &[Usage] {
         &self.usage
+    }
+
+    /// The shadow rules that would have refused the call (and did not).
+    pub fn shadow_limited(&self) -> impl Iterator<Item = &Usage> {
+        self.usage.iter().filter(|u| u.shadow_over)
     }
 
     /// The limit that refuses the call, if any: among those over, the one

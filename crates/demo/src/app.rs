@@ -45,13 +45,25 @@ struct AskRules {
 }
 
 impl AskRules {
+    /// The rules, each checked now for the number of key parts the route gives it.
     fn new(rules: &RuleSet) -> Result<AskRules, tollgate::Error> {
+        let keyed = |name: &str, parts: usize| -> Result<Rule, tollgate::Error> {
+            let rule = rules.get(name)?;
+            if rule.key_parts().len() != parts {
+                return Err(tollgate::Error::KeyArity {
+                    rule: name.to_owned(),
+                    expected: rule.key_parts().len(),
+                    found: parts,
+                });
+            }
+            Ok(rule.clone())
+        };
         Ok(AskRules {
-            burst: rules.get("ask-burst")?.clone(),
-            ask: rules.get("ask")?.clone(),
-            site: rules.get("ask-site")?.clone(),
-            all: rules.get("ask-all")?.clone(),
-            tokens: rules.get("ask-tokens")?.clone(),
+            burst: keyed("ask-burst", 1)?,
+            ask: keyed("ask", 2)?,
+            site: keyed("ask-site", 1)?,
+            all: keyed("ask-all", 0)?,
+            tokens: keyed("ask-tokens", 1)?,
         })
     }
 
@@ -80,7 +92,7 @@ impl AskRules {
 /// - `POST /orgs/{org}/runs`: a docs run, guarded by `docs-run`, fail-open; 202.
 /// - `POST /webhooks/github`: processed once per `X-GitHub-Delivery`; 200.
 /// - `GET /stats`: the domain work done per route, and the tokens settled;
-///   `GET /healthz`.
+///   `GET /healthz`; `GET /metrics`: the limiter's metrics, Prometheus text.
 ///
 /// Every request is logged at info.
 ///
@@ -92,6 +104,8 @@ pub fn app(
     rules: &RuleSet,
     visitors: VisitorSource,
 ) -> Result<Router, tollgate::Error> {
+    // Before the first check, so that every check is recorded.
+    crate::prometheus();
     let runs = Guard::new(limiter.clone())
         .keyed(rules.get("docs-run")?, &[KeyPart::Param("org")])?
         .mode(Mode::Count)
@@ -108,6 +122,7 @@ pub fn app(
         .route("/webhooks/github", post(github_webhook))
         .route("/stats", get(stats))
         .route("/healthz", get(healthz))
+        .route("/metrics", get(crate::metrics::scrape))
         .with_state(demo)
         .layer(middleware::from_fn(log_request)))
 }

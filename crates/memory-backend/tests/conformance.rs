@@ -1,4 +1,6 @@
-//! The memory store runs the whole conformance suite.
+//! The memory store runs the whole conformance suite twice: expiring by a
+//! clock the suite moves, and by the system clock (as a server keeping its
+//! own time does, which takes the suite's real-time paths).
 
 use tollgate_conformance::{Expiry, Harness, conformance_tests};
 use tollgate_core::ManualClock;
@@ -36,3 +38,33 @@ impl Harness for MemoryHarness {
 }
 
 conformance_tests!(MemoryHarness);
+
+/// The same suite on a memory store expiring by the system clock, with no
+/// clock for the suite to move.
+mod system_clock {
+    use super::*;
+
+    struct SystemClockHarness {
+        store: MemoryStore,
+    }
+
+    impl Harness for SystemClockHarness {
+        type Store = MemoryStore;
+
+        async fn start() -> SystemClockHarness {
+            SystemClockHarness {
+                store: MemoryStore::new(),
+            }
+        }
+
+        async fn open(&self) -> MemoryStore {
+            self.store.clone()
+        }
+
+        async fn expiry(&self, key: &str) -> Expiry {
+            self.store.expiry(key).map_or(Expiry::Absent, Expiry::In)
+        }
+    }
+
+    conformance_tests!(SystemClockHarness);
+}

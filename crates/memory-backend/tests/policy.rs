@@ -109,7 +109,10 @@ async fn fail_open_warnings_are_rate_limited_and_carry_the_cause() {
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no suppressed count: {text}"));
-    assert!(suppressed >= 199, "the 199 quiet failures were not counted: {text}");
+    assert!(
+        suppressed >= 199,
+        "the 199 quiet failures were not counted: {text}"
+    );
 }
 
 /// Fail-closed: a store failure is the typed `Unavailable` error, whose

@@ -3,15 +3,16 @@
 //! | Redis says | [`StoreError`] | transient |
 //! |---|---|---|
 //! | I/O error: refused, reset, closed, broken pipe | `Connection` | yes |
-//! | I/O timeout, or no reply within the response timeout | `Timeout` | yes |
+//! | a write script's `DEADLINE` reply (nothing was applied) | `Timeout` | yes |
+//! | a connection attempt over its time limit | `Timeout` | yes |
 //! | `LOADING`, `BUSY`, `TRYAGAIN`, `READONLY`, `MASTERDOWN`, `CLUSTERDOWN` | `Busy` | yes |
 //! | a reply of the wrong type or shape | `InvalidReply` | no |
 //! | anything else (`WRONGTYPE`, `NOPERM`, `OOM`, bad auth, ...) | `Backend` | no |
 
-use std::time::Duration;
-
 use redis::{ErrorKind, RedisError, ServerError};
 use tollgate_core::StoreError;
+
+use crate::link::CONNECT_TIMEOUT;
 
 /// Server error codes that a later attempt may get past.
 const BUSY_CODES: [&str; 6] = [
@@ -27,10 +28,11 @@ fn is_busy_code(code: &str) -> bool {
     BUSY_CODES.contains(&code)
 }
 
-/// Converts a client error; `timeout` is the limit that an I/O timeout hit.
-pub(crate) fn from_redis(err: RedisError, timeout: Duration) -> StoreError {
+/// Converts a client error. The client has no response timeout, so an I/O
+/// timeout is a connection attempt's.
+pub(crate) fn from_redis(err: RedisError) -> StoreError {
     if err.is_timeout() {
-        return StoreError::Timeout(timeout);
+        return StoreError::Timeout(CONNECT_TIMEOUT);
     }
     match err.kind() {
         ErrorKind::Io => StoreError::Connection(Box::new(err)),
@@ -67,6 +69,13 @@ pub(crate) fn breaks_connection(err: &RedisError) -> bool {
     err.is_unrecoverable_error() || err.is_connection_dropped()
 }
 
+/// Whether `err` says the server is a replica now (a failover demoted it):
+/// the connection must be replaced, so that the next call reaches whatever
+/// server the address names now.
+pub(crate) fn is_read_only(err: &RedisError) -> bool {
+    err.code() == Some("READONLY")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,12 +91,12 @@ mod tests {
     #[test]
     fn io_errors_are_connection_failures_and_timeouts_are_timeouts() {
         let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
-        assert_eq!(from_redis(refused, Duration::ZERO).kind(), "connection");
+        assert_eq!(from_redis(refused).kind(), "connection");
         let reset = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert!(breaks_connection(&reset));
         let slow = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
-        let err = from_redis(slow, Duration::from_millis(7));
-        assert!(matches!(err, StoreError::Timeout(d) if d == Duration::from_millis(7)));
+        let err = from_redis(slow);
+        assert!(matches!(err, StoreError::Timeout(d) if d == CONNECT_TIMEOUT));
     }
 
     #[test]
@@ -95,34 +104,36 @@ mod tests {
         for code in BUSY_CODES {
             let reply = server(&format!("{code} try later"));
             assert_eq!(
-                from_redis(RedisError::from(reply.clone()), Duration::ZERO).kind(),
+                from_redis(RedisError::from(reply.clone())).kind(),
                 "busy",
                 "{code}"
             );
             assert_eq!(from_server(reply).kind(), "busy", "{code}");
         }
+        let demoted = RedisError::from(server(
+            "READONLY You can't write against a read only replica.",
+        ));
+        assert!(is_read_only(&demoted));
+        assert!(!is_read_only(&RedisError::from(server("LOADING later"))));
     }
 
     #[test]
     fn wrong_reply_types_are_invalid_replies() {
         let err = RedisError::from((ErrorKind::UnexpectedReturnType, "not an integer"));
-        assert_eq!(from_redis(err, Duration::ZERO).kind(), "invalid-reply");
+        assert_eq!(from_redis(err).kind(), "invalid-reply");
     }
 
     #[test]
     fn other_errors_are_backend_failures() {
         let err = RedisError::from((ErrorKind::Client, "no"));
-        assert_eq!(from_redis(err, Duration::ZERO).kind(), "backend");
+        assert_eq!(from_redis(err).kind(), "backend");
         for text in [
             "WRONGTYPE wrong kind of value",
             "NOPERM no",
             "OOM full",
             "ERR syntax",
         ] {
-            assert_eq!(
-                from_redis(RedisError::from(server(text)), Duration::ZERO).kind(),
-                "backend"
-            );
+            assert_eq!(from_redis(RedisError::from(server(text))).kind(), "backend");
             assert_eq!(from_server(server(text)).kind(), "backend");
         }
     }

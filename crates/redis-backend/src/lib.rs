@@ -3,12 +3,16 @@
 mod error;
 mod failure;
 mod link;
+mod ops;
 mod options;
 mod reply;
-mod script;
+mod scripts;
 mod store;
 
 pub use error::Error;
 pub use options::RedisOptions;
-pub use script::RESERVE as RESERVE_SCRIPT;
+pub use scripts::{
+    CLAIM as CLAIM_SCRIPT, COUNT as COUNT_SCRIPT, DELETE as DELETE_SCRIPT, FINISH as FINISH_SCRIPT,
+    REFUND as REFUND_SCRIPT, RELEASE as RELEASE_SCRIPT, RESERVE as RESERVE_SCRIPT,
+};
 pub use store::RedisStore;

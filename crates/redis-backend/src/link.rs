@@ -1,22 +1,29 @@
 //! [`Link`]: one multiplexed connection to Redis, made lazily and remade when it breaks.
 //!
 //! - Nothing connects until the first call, so a store opens while Redis is down.
-//! - One connection attempt runs at a time, in its own task: a caller that
-//!   gives up waiting (a timeout) does not cancel it, so a slow handshake
-//!   still completes for the next caller.
+//! - One connection attempt runs at a time, in its own task, bounded by
+//!   [`CONNECT_TIMEOUT`]: a caller that gives up waiting (its attempt's
+//!   deadline) does not cancel it, so a slow handshake still completes for
+//!   the next caller. A caller waits for it without a timer of its own: the
+//!   limiter's attempt timer drops the wait.
 //! - After a failed attempt, calls fail at once with that error for
 //!   [`RECONNECT_DELAY`] instead of hammering a dead server; the next call
 //!   after it tries again.
-//! - A connection that breaks (reset, closed) is dropped and remade on the
-//!   next call. One that stays silent (requests sent, no reply at all for
-//!   [`STALE_AFTER`], as behind a dead host or a partition) is remade too.
+//! - Health comes from the server's replies. A connection that breaks
+//!   (reset, closed) or answers `READONLY` (its server was demoted to a
+//!   replica) is dropped and remade on the next call. A call that ends
+//!   without its reply (the caller's deadline passed) proves nothing by
+//!   itself: it starts one probe, a `PING` on the same connection. Replies
+//!   come in order, so the probe's reply means every earlier request was
+//!   answered too; a connection that answers nothing at all for
+//!   [`STALE_AFTER`] (a frozen server, a dead host, a partition) is remade.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, RedisError};
+use redis::{AsyncConnectionConfig, Client, RedisError, Value};
 use tokio::sync::watch;
 use tollgate_core::StoreError;
 
@@ -25,8 +32,17 @@ use crate::failure;
 /// Least time between two connection attempts.
 pub(crate) const RECONNECT_DELAY: Duration = Duration::from_millis(50);
 
-/// How long a connection may leave requests unanswered before it is remade.
-pub(crate) const STALE_AFTER: Duration = Duration::from_secs(1);
+/// Limit on one background connection attempt, handshake included: the
+/// default [`RetryPolicy::worst_case`](tollgate_core::RetryPolicy::worst_case)
+/// (350 ms), the longest any check waits. An attempt may outlive the
+/// attempts of the calls waiting for it, never the whole check.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_millis(350);
+
+/// How long a connection may answer nothing at all, with requests waiting,
+/// before it is remade: the default
+/// [`RetryPolicy::worst_case`](tollgate_core::RetryPolicy::worst_case)
+/// (350 ms), a whole check's budget without one reply.
+pub(crate) const STALE_AFTER: Duration = Duration::from_millis(350);
 
 type Attempt = Option<Result<Live, RedisError>>;
 
@@ -35,7 +51,6 @@ type Attempt = Option<Result<Live, RedisError>>;
 pub(crate) struct Link {
     client: Client,
     config: AsyncConnectionConfig,
-    connect_timeout: Duration,
     state: Arc<Mutex<State>>,
 }
 
@@ -47,13 +62,14 @@ struct State {
     made: u64,
 }
 
-/// A connection handed to one call, with the health record it shares.
+/// A connection handed to one call.
 #[derive(Clone)]
 pub(crate) struct Live {
     /// The connection; clones share it.
     pub(crate) conn: MultiplexedConnection,
     id: u64,
-    health: Arc<Health>,
+    /// Whether a probe of this connection is running.
+    probing: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Live {
@@ -64,104 +80,119 @@ impl std::fmt::Debug for Live {
     }
 }
 
-/// When the oldest request still waiting for any reply was sent.
-#[derive(Debug)]
-struct Health {
-    since: Instant,
-    /// Milliseconds after `since`, plus one; 0 when nothing is waiting.
-    unanswered_since: AtomicU64,
+/// One request in flight: when dropped before [`answered`](Pending::answered)
+/// (its caller's deadline passed), the connection is probed.
+pub(crate) struct Pending<'a> {
+    link: &'a Link,
+    live: &'a Live,
+    answered: bool,
 }
 
-impl Health {
-    fn now(&self) -> u64 {
-        u64::try_from(self.since.elapsed().as_millis())
-            .unwrap_or(u64::MAX)
-            .saturating_add(1)
-    }
-
-    fn is_stale(&self) -> bool {
-        match self.unanswered_since.load(Ordering::Relaxed) {
-            0 => false,
-            at => self.now().saturating_sub(at) > STALE_AFTER.as_millis() as u64,
-        }
-    }
-}
-
-impl Live {
-    /// Notes that a request is about to be sent.
-    pub(crate) fn sending(&self) {
-        let now = self.health.now();
-        let _ = self.health.unanswered_since.compare_exchange(
-            0,
-            now,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-    }
-
+impl Pending<'_> {
     /// Notes that the server answered (a value or an error reply).
-    pub(crate) fn answered(&self) {
-        self.health.unanswered_since.store(0, Ordering::Relaxed);
+    pub(crate) fn answered(&mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.link.probe(self.live);
+        }
     }
 }
 
 impl Link {
     /// A link to the server `client` names; connects on first use.
-    pub(crate) fn new(client: Client, connect_timeout: Duration) -> Link {
+    pub(crate) fn new(client: Client) -> Link {
         let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(None);
         Link {
             client,
             config,
-            connect_timeout,
             state: Arc::default(),
         }
     }
 
-    /// The current connection, connecting first when there is none; waits
-    /// at most the connect timeout.
+    /// The current connection, connecting first when there is none. Waits
+    /// for the background attempt (at most [`CONNECT_TIMEOUT`]); the
+    /// caller's own timer may drop the wait sooner.
     pub(crate) async fn connection(&self) -> Result<Live, StoreError> {
         let mut attempt = match self.ready_or_attempt()? {
             Ok(live) => return Ok(live),
             Err(attempt) => attempt,
         };
-        let waited =
-            tokio::time::timeout(self.connect_timeout, attempt.wait_for(Option::is_some)).await;
-        let to_store = |err: RedisError| failure::from_redis(err, self.connect_timeout);
-        match waited {
-            Err(_) => Err(StoreError::Timeout(self.connect_timeout)),
-            Ok(Err(_)) => Err(StoreError::Connection(
-                "redis connection attempt ended early".into(),
-            )),
-            Ok(Ok(result)) => match &*result {
-                Some(Ok(live)) => Ok(live.clone()),
-                Some(Err(err)) => Err(to_store(err.clone())),
-                None => Err(StoreError::Connection(
-                    "redis connection attempt ended early".into(),
-                )),
-            },
+        let ended = || StoreError::Connection("redis connection attempt ended early".into());
+        let Ok(result) = attempt.wait_for(Option::is_some).await else {
+            return Err(ended());
+        };
+        match &*result {
+            Some(Ok(live)) => Ok(live.clone()),
+            Some(Err(err)) => Err(failure::from_redis(err.clone())),
+            None => Err(ended()),
+        }
+    }
+
+    /// Tracks one request sent on `live`.
+    pub(crate) fn pending<'a>(&'a self, live: &'a Live) -> Pending<'a> {
+        Pending {
+            link: self,
+            live,
+            answered: false,
         }
     }
 
     /// Forgets `live` if it is still the current connection, so that the
     /// next call connects again.
     pub(crate) fn discard(&self, live: &Live) {
-        let mut state = lock(&self.state);
-        if state.live.as_ref().is_some_and(|l| l.id == live.id) {
-            state.live = None;
+        discard(&self.state, live.id);
+    }
+
+    /// Connections made (attempts started) so far.
+    pub(crate) fn made(&self) -> u64 {
+        lock(&self.state).made
+    }
+
+    /// Sends one `PING` on `live` unless a probe of it is running; remakes
+    /// the connection when nothing answers within [`STALE_AFTER`].
+    fn probe(&self, live: &Live) {
+        if live.probing.swap(true, Ordering::AcqRel) {
+            return;
         }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            live.probing.store(false, Ordering::Release);
+            return;
+        };
+        let state = Arc::clone(&self.state);
+        let live = live.clone();
+        runtime.spawn(async move {
+            let mut conn = live.conn.clone();
+            let ping = redis::cmd("PING");
+            let reply = tokio::time::timeout(STALE_AFTER, ping.query_async::<Value>(&mut conn));
+            match reply.await {
+                Ok(Ok(_)) => {}
+                // An error reply (LOADING, ...) is a reply too.
+                Ok(Err(err)) if !err.is_io_error() && !failure::breaks_connection(&err) => {}
+                Ok(Err(err)) => {
+                    tracing::debug!(error = %err, "redis connection broken; it will be remade");
+                    discard(&state, live.id);
+                }
+                Err(_) => {
+                    tracing::warn!(after = ?STALE_AFTER, "redis connection unanswered; reconnecting");
+                    discard(&state, live.id);
+                }
+            }
+            live.probing.store(false, Ordering::Release);
+        });
     }
 
     /// The live connection, or the attempt to wait for (started if needed).
     fn ready_or_attempt(&self) -> Result<Result<Live, watch::Receiver<Attempt>>, StoreError> {
         let mut state = lock(&self.state);
         if let Some(live) = &state.live {
-            if !live.health.is_stale() {
-                return Ok(Ok(live.clone()));
-            }
-            tracing::warn!(after = ?STALE_AFTER, "redis connection unanswered; reconnecting");
-            state.live = None;
+            return Ok(Ok(live.clone()));
         }
         if let Some(attempt) = &state.connecting {
             // An attempt whose task died (its runtime shut down) never ends.
@@ -173,7 +204,7 @@ impl Link {
         if let Some((at, err)) = &state.failed
             && at.elapsed() < RECONNECT_DELAY
         {
-            return Err(failure::from_redis(err.clone(), self.connect_timeout));
+            return Err(failure::from_redis(err.clone()));
         }
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| StoreError::Backend("tollgate-redis needs a tokio runtime".into()))?;
@@ -191,10 +222,7 @@ impl Link {
                 .map(|conn| Live {
                     conn,
                     id,
-                    health: Arc::new(Health {
-                        since: Instant::now(),
-                        unanswered_since: AtomicU64::new(0),
-                    }),
+                    probing: Arc::default(),
                 });
             {
                 let mut state = lock(&shared);
@@ -216,9 +244,30 @@ impl Link {
     }
 }
 
+fn discard(state: &Mutex<State>, id: u64) {
+    let mut state = lock(state);
+    if state.live.as_ref().is_some_and(|l| l.id == id) {
+        state.live = None;
+    }
+}
+
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     // The state holds plain values, consistent even after a panic elsewhere.
     state
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate_core::RetryPolicy;
+
+    #[test]
+    fn the_link_waits_no_longer_than_a_whole_check() {
+        let check = RetryPolicy::default().worst_case();
+        assert_eq!(CONNECT_TIMEOUT, check);
+        assert_eq!(STALE_AFTER, check);
+        assert!(RECONNECT_DELAY < RetryPolicy::default().delay);
+    }
 }

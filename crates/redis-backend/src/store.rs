@@ -1,17 +1,15 @@
-//! [`RedisStore`]: the [`CounterStore`] on Redis.
+//! [`RedisStore`]: the [`CounterStore`](tollgate_core::CounterStore) on Redis.
 
-use std::borrow::Cow;
 use std::fmt;
-use std::future::Future;
+use std::io::Write as _;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::{Client, RedisResult, Script, Value};
-use tollgate_core::{Counter, CounterStore, Expiry, Reservation, StoreError, async_trait};
+use redis::{Client, Cmd, ErrorKind, RedisWrite as _, Script, ServerErrorKind, Value};
+use tollgate_core::{Deadline, StoreError};
 
 use crate::link::Link;
-use crate::{Error, RedisOptions, failure, reply, script};
+use crate::{Error, RedisOptions, failure, reply, scripts};
 
 /// Counters in Redis: one round trip per call, whatever the batch size.
 ///
@@ -19,16 +17,26 @@ use crate::{Error, RedisOptions, failure, reply, script};
 /// for the commands used, the failure bound and durability settings.
 #[derive(Clone)]
 pub struct RedisStore {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     link: Link,
     prefix: String,
-    response_timeout: Duration,
-    reserve: Script,
+    pub(crate) scripts: Scripts,
     /// `host:port` (or the socket path), never the password.
     address: String,
+}
+
+/// The script handles, made once per store (each holds its code and hash).
+pub(crate) struct Scripts {
+    pub(crate) count: Script,
+    pub(crate) reserve: Script,
+    pub(crate) refund: Script,
+    pub(crate) delete: Script,
+    pub(crate) claim: Script,
+    pub(crate) finish: Script,
+    pub(crate) release: Script,
 }
 
 impl fmt::Debug for RedisStore {
@@ -36,7 +44,6 @@ impl fmt::Debug for RedisStore {
         f.debug_struct("RedisStore")
             .field("address", &self.inner.address)
             .field("key_prefix", &self.inner.prefix)
-            .field("response_timeout", &self.inner.response_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -66,76 +73,128 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// As [`open`](RedisStore::open), and [`Error::InvalidOption`] for a zero timeout.
+    /// As [`open`](RedisStore::open).
     pub fn open_with(url: &str, options: RedisOptions) -> Result<RedisStore, Error> {
-        if options.connect_timeout.is_zero() {
-            return Err(Error::InvalidOption {
-                name: "connect_timeout",
-                reason: "must be more than zero",
-            });
-        }
-        if options.response_timeout.is_zero() {
-            return Err(Error::InvalidOption {
-                name: "response_timeout",
-                reason: "must be more than zero",
-            });
-        }
         let client = client(url)?;
         let address = client.get_connection_info().addr().to_string();
         Ok(RedisStore {
             inner: Arc::new(Inner {
-                link: Link::new(client, options.connect_timeout),
+                link: Link::new(client),
                 prefix: options.key_prefix,
-                response_timeout: options.response_timeout,
-                reserve: Script::new(script::RESERVE),
+                scripts: Scripts {
+                    count: Script::new(scripts::COUNT),
+                    reserve: Script::new(scripts::RESERVE),
+                    refund: Script::new(scripts::REFUND),
+                    delete: Script::new(scripts::DELETE),
+                    claim: Script::new(scripts::CLAIM),
+                    finish: Script::new(scripts::FINISH),
+                    release: Script::new(scripts::RELEASE),
+                },
                 address,
             }),
         })
     }
 
-    fn key<'a>(&self, key: &'a str) -> Cow<'a, str> {
+    /// How many connections this store (and its clones) started so far:
+    /// for tests of reconnection, not part of the store's contract.
+    #[doc(hidden)]
+    pub fn connections_made(&self) -> u64 {
+        self.inner.link.made()
+    }
+
+    /// The start of an `EVALSHA` of `script` with `keys` keys, to which the
+    /// caller appends the keys, then the deadline and `args` more
+    /// arguments; `bytes` is the keys' total length.
+    pub(crate) fn evalsha(&self, script: &Script, keys: usize, args: usize, bytes: usize) -> Cmd {
+        let size = 64 + bytes + keys * self.inner.prefix.len() + args * 20;
+        let mut cmd = Cmd::with_capacity(4 + keys + args, size);
+        cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+        cmd
+    }
+
+    /// Appends `key` with the store's prefix as one argument, without
+    /// building the prefixed key on its own.
+    pub(crate) fn key(&self, cmd: &mut Cmd, key: &str) {
         if self.inner.prefix.is_empty() {
-            Cow::Borrowed(key)
+            cmd.arg(key);
         } else {
-            Cow::Owned(format!("{}{key}", self.inner.prefix))
+            let mut arg = cmd.writer_for_next_arg();
+            // Writing to the command's own buffer cannot fail.
+            let _ = arg.write_all(self.inner.prefix.as_bytes());
+            let _ = arg.write_all(key.as_bytes());
         }
     }
 
-    /// Runs one request on the connection, under the response timeout.
-    async fn call<T, F, Fut>(&self, send: F) -> Result<T, StoreError>
-    where
-        F: FnOnce(MultiplexedConnection) -> Fut,
-        Fut: Future<Output = RedisResult<T>>,
-    {
-        let live = self.inner.link.connection().await?;
-        live.sending();
-        let timeout = self.inner.response_timeout;
-        match tokio::time::timeout(timeout, send(live.conn.clone())).await {
-            Err(_) => Err(StoreError::Timeout(timeout)),
-            Ok(Ok(value)) => {
-                live.answered();
-                Ok(value)
+    /// Runs one `EVALSHA` of `script` in one round trip (two more, once,
+    /// after `NOSCRIPT`: the script is loaded and run again in the same
+    /// call). A `DEADLINE` reply is [`StoreError::Timeout`].
+    pub(crate) async fn eval(
+        &self,
+        script: &Script,
+        cmd: Cmd,
+        deadline: Deadline,
+    ) -> Result<Value, StoreError> {
+        self.send(cmd, Some(script), deadline).await
+    }
+
+    /// Runs one plain command (a read) in one round trip.
+    pub(crate) async fn command(&self, cmd: Cmd, deadline: Deadline) -> Result<Value, StoreError> {
+        self.send(cmd, None, deadline).await
+    }
+
+    async fn send(
+        &self,
+        cmd: Cmd,
+        script: Option<&Script>,
+        deadline: Deadline,
+    ) -> Result<Value, StoreError> {
+        let started = Instant::now();
+        let link = &self.inner.link;
+        let live = link.connection().await?;
+        if deadline.has_passed() {
+            // Nobody waits for the reply any more; the server would refuse it.
+            return Err(StoreError::Timeout(started.elapsed()));
+        }
+        let mut conn = live.conn.clone();
+        let mut pending = link.pending(&live);
+        let mut result = cmd.query_async::<Value>(&mut conn).await;
+        if let (Err(err), Some(script)) = (&result, script)
+            && err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+        {
+            result = match script.load_async(&mut conn).await {
+                Ok(_) => cmd.query_async::<Value>(&mut conn).await,
+                Err(err) => Err(err),
+            };
+        }
+        match result {
+            Ok(value) => {
+                pending.answered();
+                if reply::is_deadline(&value) {
+                    Err(StoreError::Timeout(started.elapsed()))
+                } else {
+                    Ok(value)
+                }
             }
-            Ok(Err(err)) => {
+            Err(err) => {
                 if failure::breaks_connection(&err) {
                     tracing::debug!(error = %err, "redis connection broken; it will be remade");
-                    self.inner.link.discard(&live);
+                    link.discard(&live);
+                    pending.answered();
                 } else if !err.is_io_error() {
-                    live.answered();
+                    pending.answered();
+                    if failure::is_read_only(&err) {
+                        tracing::warn!("redis server is a replica now; reconnecting");
+                        link.discard(&live);
+                    }
                 }
-                Err(failure::from_redis(err, timeout))
+                Err(failure::from_redis(err))
             }
         }
-    }
-
-    async fn command(&self, cmd: redis::Cmd) -> Result<Value, StoreError> {
-        self.call(|mut conn| async move { cmd.query_async::<Value>(&mut conn).await })
-            .await
     }
 }
 
-/// Whole milliseconds of `ttl`, at least 1 (`PEXPIRE 0` would delete the key).
-fn millis(ttl: Duration) -> u64 {
+/// Whole milliseconds of `ttl`, at least 1 (`PX 0` is refused).
+pub(crate) fn millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
@@ -154,84 +213,6 @@ fn client(url: &str) -> Result<Client, Error> {
     Client::open(url).map_err(|err| Error::InvalidUrl(err.to_string()))
 }
 
-#[async_trait]
-impl CounterStore for RedisStore {
-    /// `MULTI`, then `INCR` + `PEXPIRE` per counter, then `EXEC`, in one write.
-    async fn increment(&self, counters: &[Counter]) -> Result<Vec<u64>, StoreError> {
-        if counters.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        pipe.cmd("MULTI");
-        for counter in counters {
-            let key = self.key(&counter.key);
-            pipe.cmd("INCR").arg(&*key);
-            pipe.cmd("PEXPIRE").arg(&*key).arg(millis(counter.ttl));
-        }
-        pipe.cmd("EXEC");
-        let replies = self
-            .call(|mut conn| async move { conn.req_packed_commands(&pipe, 0, pipe.len()).await })
-            .await?;
-        reply::increments(replies, counters.len())
-    }
-
-    /// One `EVALSHA` of the reserve script (loaded again after a `NOSCRIPT`).
-    async fn increment_within(&self, counters: &[Counter]) -> Result<Reservation, StoreError> {
-        if counters.is_empty() {
-            return Ok(Reservation {
-                applied: true,
-                counts: Vec::new(),
-            });
-        }
-        let mut invocation = self.inner.reserve.prepare_invoke();
-        for counter in counters {
-            invocation.key(&*self.key(&counter.key));
-            invocation.arg(millis(counter.ttl)).arg(counter.max);
-        }
-        let value = self
-            .call(|mut conn| async move { invocation.invoke_async::<Value>(&mut conn).await })
-            .await?;
-        reply::reservation(value, counters.len())
-    }
-
-    /// `MGET`.
-    async fn get(&self, keys: &[String]) -> Result<Vec<u64>, StoreError> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut cmd = redis::cmd("MGET");
-        for key in keys {
-            cmd.arg(&*self.key(key));
-        }
-        reply::counts(self.command(cmd).await?, keys.len())
-    }
-
-    /// `SET key 1 NX PX ms`.
-    async fn set_if_absent(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(&*self.key(key))
-            .arg(1)
-            .arg("NX")
-            .arg("PX")
-            .arg(millis(ttl));
-        reply::stored_if_absent(self.command(cmd).await?)
-    }
-
-    /// `DEL`.
-    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(&*self.key(key));
-        reply::deleted(self.command(cmd).await?)
-    }
-
-    /// `PTTL`.
-    async fn expiry(&self, key: &str) -> Result<Expiry, StoreError> {
-        let mut cmd = redis::cmd("PTTL");
-        cmd.arg(&*self.key(key));
-        reply::expiry(self.command(cmd).await?)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,7 +225,7 @@ mod tests {
     }
 
     #[test]
-    fn refuses_bad_urls_and_options_with_typed_errors() {
+    fn refuses_bad_urls_with_typed_errors() {
         assert!(matches!(
             RedisStore::open("127.0.0.1:6379"),
             Err(Error::InvalidUrl(_))
@@ -256,24 +237,6 @@ mod tests {
         assert!(
             matches!(RedisStore::open("http://127.0.0.1"), Err(Error::UnsupportedScheme(s)) if s == "http")
         );
-        let zero = RedisOptions::default().response_timeout(Duration::ZERO);
-        let err = RedisStore::open_with("redis://127.0.0.1", zero);
-        assert!(matches!(
-            err,
-            Err(Error::InvalidOption {
-                name: "response_timeout",
-                ..
-            })
-        ));
-        let zero = RedisOptions::default().connect_timeout(Duration::ZERO);
-        let err = RedisStore::open_with("redis://127.0.0.1", zero);
-        assert!(matches!(
-            err,
-            Err(Error::InvalidOption {
-                name: "connect_timeout",
-                ..
-            })
-        ));
     }
 
     #[cfg(not(feature = "tls"))]
@@ -311,5 +274,35 @@ mod tests {
         assert_eq!(millis(Duration::from_secs(60)), 60_000);
         assert_eq!(millis(Duration::ZERO), 1);
         assert_eq!(millis(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn a_prefixed_key_is_one_argument() {
+        let store = RedisStore::open_with(
+            "redis://127.0.0.1:1",
+            RedisOptions::default().key_prefix("tenant:"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let deadline = Deadline::after(Duration::from_secs(1));
+        let script = &store.inner.scripts.delete;
+        let mut cmd = store.evalsha(script, 1, 0, 3);
+        store.key(&mut cmd, "k:1");
+        cmd.arg(deadline.cutoff_unix_millis());
+        let args: Vec<Vec<u8>> = cmd
+            .args_iter()
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(args.len(), 5);
+        assert_eq!(args[0], b"EVALSHA");
+        assert_eq!(args[1], script.get_hash().as_bytes());
+        assert_eq!(args[2], b"1");
+        assert_eq!(args[3], b"tenant:k:1");
+        assert_eq!(
+            args[4],
+            deadline.cutoff_unix_millis().to_string().as_bytes()
+        );
     }
 }

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use redis::Value;
 use support::relay::Relay;
-use support::{admin, limit, limits, run};
-use tollgate_test_support::redis_server::RedisServer;
-use tollgate_core::{Clock, Counter, CounterStore, Limiter, ManualClock, StoreError};
+use support::{admin, counter, deadline, info_field, limit, limits, run, stored};
+use tollgate_core::{Claim, Clock, Counter, CounterStore, Limiter, ManualClock, StoreError};
 use tollgate_redis::{RedisOptions, RedisStore};
+use tollgate_test_support::redis_server::RedisServer;
 
 /// `INFO commandstats` as command → calls, leaving out the test's own commands.
 async fn command_calls(admin: &mut redis::aio::MultiplexedConnection) -> BTreeMap<String, u64> {
@@ -40,6 +40,16 @@ fn calls(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// What one script run of `n` counters calls inside Redis, `times` over.
+fn script_calls(times: u64, n: u64) -> BTreeMap<String, u64> {
+    calls(&[
+        ("evalsha", times),
+        ("get", n * times),
+        ("set", n * times),
+        ("time", times),
+    ])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_of_four_limits_is_one_round_trip() {
     const CHECKS: u64 = 20;
@@ -47,12 +57,24 @@ async fn a_check_of_four_limits_is_one_round_trip() {
     server.require_private("reset the statistics of");
     let relay = Relay::start(server.port()).await;
     let store = RedisStore::open(&relay.url()).unwrap();
-    let limiter = Limiter::with_parts(store, ManualClock::starting_now());
+    let clock = ManualClock::starting_now();
+    let limiter = Limiter::with_parts(store.clone(), clock.clone());
     let limits = limits(4);
     let mut admin = admin(&server.url()).await;
-    // Warm up: connect, and load the script once.
+    // Warm up: connect, and load each script once.
     limiter.count(&limits).await.unwrap();
     limiter.reserve(&limits).await.unwrap();
+    let now = clock.now().as_secs();
+    let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
+    store.refund(&counters, deadline()).await.unwrap();
+    let warm = limiter
+        .deliveries()
+        .begin("warm-up")
+        .await
+        .unwrap()
+        .unwrap();
+    warm.complete().await.unwrap();
+    limiter.reset(&limits[3]).await.unwrap();
 
     run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
     let before = relay.turns();
@@ -63,16 +85,7 @@ async fn a_check_of_four_limits_is_one_round_trip() {
     let stats = command_calls(&mut admin).await;
     println!("count × {CHECKS}: {turns} round trips, commands {stats:?}");
     assert_eq!(turns, CHECKS, "round trips for {CHECKS} counts");
-    let n = CHECKS;
-    assert_eq!(
-        stats,
-        calls(&[
-            ("exec", n),
-            ("incr", 4 * n),
-            ("multi", n),
-            ("pexpire", 4 * n)
-        ])
-    );
+    assert_eq!(stats, script_calls(CHECKS, 4));
 
     run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
     let before = relay.turns();
@@ -83,34 +96,47 @@ async fn a_check_of_four_limits_is_one_round_trip() {
     let stats = command_calls(&mut admin).await;
     println!("reserve × {CHECKS}: {turns} round trips, commands {stats:?}");
     assert_eq!(turns, CHECKS, "round trips for {CHECKS} reservations");
-    assert_eq!(
-        stats,
-        calls(&[
-            ("evalsha", n),
-            ("get", 4 * n),
-            ("incr", 4 * n),
-            ("pexpire", 4 * n)
-        ])
-    );
+    assert_eq!(stats, script_calls(CHECKS, 4));
+
+    run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
+    let before = relay.turns();
+    for _ in 0..CHECKS {
+        store.refund(&counters, deadline()).await.unwrap();
+    }
+    let turns = relay.turns() - before;
+    let stats = command_calls(&mut admin).await;
+    println!("refund × {CHECKS}: {turns} round trips, commands {stats:?}");
+    assert_eq!(turns, CHECKS, "round trips for {CHECKS} refunds");
+    assert_eq!(stats, script_calls(CHECKS, 4));
 
     run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
     let before = relay.turns();
     limiter.remaining(&limits).await.unwrap();
-    let deliveries = limiter.deliveries();
-    assert!(
-        deliveries
-            .first_delivery(&tollgate_test_support::unique())
-            .await
-            .unwrap()
-    );
+    let delivery = limiter
+        .deliveries()
+        .begin(&tollgate_test_support::unique())
+        .await
+        .unwrap()
+        .expect("a first delivery");
     assert!(limiter.reset(&limits[0]).await.unwrap());
     let turns = relay.turns() - before;
     let stats = command_calls(&mut admin).await;
     assert_eq!(
         turns, 3,
-        "remaining, first_delivery and reset are one round trip each"
+        "remaining, begin and reset are one round trip each"
     );
-    assert_eq!(stats, calls(&[("del", 1), ("mget", 1), ("set", 1)]));
+    assert_eq!(
+        stats,
+        calls(&[
+            ("del", 1),
+            ("evalsha", 2),
+            ("get", 1),
+            ("mget", 1),
+            ("set", 1),
+            ("time", 2)
+        ])
+    );
+    delivery.complete().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,109 +216,169 @@ async fn two_stores_on_one_server_never_allow_more_than_max() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_read_only_server_is_busy_and_a_wrong_type_is_a_backend_failure() {
+async fn a_demoted_server_is_busy_its_connection_is_replaced_and_writes_resume_when_promoted() {
     let server = RedisServer::start();
     server.require_private("make a replica of");
+    let primary = RedisServer::start();
     let store = RedisStore::open(&server.url()).unwrap();
     let mut admin = admin(&server.url()).await;
-    let counter = |key: &str| Counter {
-        key: key.to_owned(),
-        ttl: Duration::from_secs(60),
-        max: 5,
+    let batch = [counter("a", 1, 5), counter("b", 1, 5)];
+    assert_eq!(store.count(&batch, deadline()).await.unwrap(), vec![1, 1]);
+    let connections = |admin: &mut redis::aio::MultiplexedConnection| {
+        let mut admin = admin.clone();
+        async move { info_field(&mut admin, "stats", "total_connections_received").await }
     };
-    let id = tollgate_test_support::unique();
-    let batch = [
-        counter(&format!("limit:a:{id}:1")),
-        counter(&format!("limit:b:{id}:1")),
-    ];
-    assert_eq!(store.increment(&batch).await.unwrap(), vec![1, 1]);
+    let accepted = connections(&mut admin).await;
+    assert_eq!(store.connections_made(), 1);
 
-    // A replica of a master that is not there: every write is READONLY.
-    let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    run(
-        &mut admin,
-        &["REPLICAOF", "127.0.0.1", &nowhere.to_string()],
-    )
-    .await;
-    let err = store.increment(&batch).await.unwrap_err();
-    assert!(
-        matches!(err, StoreError::Busy(_)),
-        "increment on a replica: {err:?}"
-    );
-    let err = store.increment_within(&batch).await.unwrap_err();
-    assert!(
-        matches!(err, StoreError::Busy(_)),
-        "reserve on a replica: {err:?}"
-    );
-    let err = store
-        .set_if_absent(&format!("dedup:{id}"), Duration::from_secs(5))
-        .await
+    // A failover demotes this server: it replicates another, every write is READONLY.
+    let port = primary.port().to_string();
+    run(&mut admin, &["REPLICAOF", "127.0.0.1", &port]).await;
+    let id = tollgate_test_support::unique();
+    let mark = format!("github-delivery:{id}");
+    let mut made = store.connections_made();
+    for what in ["count", "reserve", "refund", "claim", "delete"] {
+        let err = match what {
+            "count" => store.count(&batch, deadline()).await.map(drop),
+            "reserve" => store.reserve(&batch, deadline()).await.map(drop),
+            "refund" => store.refund(&batch, deadline()).await.map(drop),
+            "claim" => store
+                .claim(&mark, "token", Duration::from_secs(5), deadline())
+                .await
+                .map(drop),
+            _ => store.delete(&batch[0].key, deadline()).await.map(drop),
+        }
         .unwrap_err();
+        assert!(
+            matches!(err, StoreError::Busy(_)),
+            "{what} on a replica: {err:?}"
+        );
+        assert!(err.is_transient());
+        // Each READONLY reply drops the connection, so every later call
+        // makes a new one (the first was answered on the old one).
+        let expected = if what == "count" { made } else { made + 1 };
+        assert_eq!(
+            store.connections_made(),
+            expected,
+            "{what}: connections made"
+        );
+        made = expected;
+    }
     assert!(
-        matches!(err, StoreError::Busy(_)),
-        "set on a replica: {err:?}"
+        connections(&mut admin).await >= accepted + 4,
+        "the server saw no new connections"
     );
-    assert!(err.is_transient());
-    assert_eq!(
-        store.get(&[batch[0].key.clone()]).await.unwrap(),
-        vec![1],
+    assert!(
+        store.get(&[batch[0].key.clone()], deadline()).await.is_ok(),
         "reads still work"
     );
-    run(&mut admin, &["REPLICAOF", "NO", "ONE"]).await;
-    assert_eq!(store.increment(&batch).await.unwrap(), vec![2, 2]);
 
-    // A counter key holding a list: a permanent failure, never a panic.
-    run(&mut admin, &["DEL", &batch[1].key]).await;
+    // Promoted again: the same store writes, on a connection made after the failover.
+    run(&mut admin, &["REPLICAOF", "NO", "ONE"]).await;
+    let counts = store.count(&batch, deadline()).await.unwrap();
+    assert!(counts.iter().all(|&n| n >= 1), "{counts:?}");
+    assert_eq!(
+        store
+            .claim(&mark, "token", Duration::from_secs(5), deadline())
+            .await
+            .unwrap(),
+        Claim::Acquired
+    );
+    assert!(
+        store.connections_made() > made,
+        "no connection made after the promotion"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_of_another_type_is_a_backend_failure_never_a_panic() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+    let batch = [counter("a", 1, 5), counter("b", 1, 5)];
+    // A counter key holding a list: GET fails with WRONGTYPE before any write.
     run(&mut admin, &["LPUSH", &batch[1].key, "x"]).await;
     for err in [
-        store.increment(&batch).await.unwrap_err(),
-        store.increment_within(&batch).await.unwrap_err(),
+        store.count(&batch, deadline()).await.unwrap_err(),
+        store.reserve(&batch, deadline()).await.unwrap_err(),
+        store.refund(&batch, deadline()).await.unwrap_err(),
     ] {
         assert!(!err.is_transient(), "{err:?}");
-        assert!(
-            matches!(err, StoreError::Backend(_) | StoreError::InvalidReply(_)),
-            "{err:?}"
-        );
+        assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
     }
+    assert_eq!(
+        stored(&mut admin, &batch[0].key).await,
+        None,
+        "a write before the refusal"
+    );
     // MGET reads a list as nil, so 0; a counter holding text is an invalid reply.
-    assert_eq!(store.get(&[batch[1].key.clone()]).await.unwrap(), vec![0]);
+    assert_eq!(
+        store
+            .get(&[batch[1].key.clone()], deadline())
+            .await
+            .unwrap(),
+        vec![0]
+    );
     run(&mut admin, &["SET", &batch[0].key, "twelve"]).await;
-    let err = store.get(&[batch[0].key.clone()]).await.unwrap_err();
+    let err = store
+        .get(&[batch[0].key.clone()], deadline())
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::InvalidReply(_)), "{err:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reservation_over_a_malformed_counter_changes_nothing() {
+async fn a_write_over_a_malformed_counter_changes_nothing() {
     let server = RedisServer::start();
     let store = RedisStore::open(&server.url()).unwrap();
     let mut admin = admin(&server.url()).await;
-    let id = tollgate_test_support::unique();
-    let counter = |key: String| Counter {
-        key,
-        ttl: Duration::from_secs(60),
-        max: 5,
-    };
-    // Values Lua reads as numbers but INCR refuses: the refusal must come
-    // before the first INCR, or the counters ahead of it stay incremented.
-    for (i, text) in ["1.5", " 3", "07", "1e2", "-2", "0x10"]
-        .into_iter()
-        .enumerate()
-    {
-        let batch = [
-            counter(format!("limit:fine:{id}:{i}")),
-            counter(format!("limit:bad:{id}:{i}")),
-        ];
+    // Values Lua reads as numbers (some that INCRBY accepts) but no count can
+    // be: the refusal must come before the first write, or the counters
+    // ahead of it stay written. The last two are over 2^53.
+    for text in [
+        "1.5",
+        " 3",
+        "07",
+        "1e2",
+        "-2",
+        "0x10",
+        "9007199254740993",
+        "18446744073709551616",
+    ] {
+        let batch = [counter("fine", 1, 5), counter("bad", 1, 5)];
+        run(&mut admin, &["SET", &batch[0].key, "2"]).await;
         run(&mut admin, &["SET", &batch[1].key, text]).await;
-        let err = store.increment_within(&batch).await.unwrap_err();
-        assert!(!err.is_transient(), "{text:?}: {err:?}");
-        assert_eq!(
-            run(&mut admin, &["EXISTS", &batch[0].key]).await,
-            Value::Int(0),
-            "a reservation refused over {text:?} incremented another counter"
-        );
+        for (what, err) in [
+            ("count", store.count(&batch, deadline()).await.unwrap_err()),
+            (
+                "reserve",
+                store.reserve(&batch, deadline()).await.unwrap_err(),
+            ),
+            (
+                "refund",
+                store.refund(&batch, deadline()).await.unwrap_err(),
+            ),
+        ] {
+            assert!(!err.is_transient(), "{what} over {text:?}: {err:?}");
+            assert_eq!(
+                stored(&mut admin, &batch[0].key).await.as_deref(),
+                Some("2"),
+                "a {what} refused over {text:?} changed another counter"
+            );
+            assert_eq!(
+                stored(&mut admin, &batch[1].key).await.as_deref(),
+                Some(text)
+            );
+        }
     }
+    // 2^53 itself is a count.
+    let top = counter("top", 1, 5);
+    run(&mut admin, &["SET", &top.key, "9007199254740992"]).await;
+    assert_eq!(
+        store
+            .count(std::slice::from_ref(&top), deadline())
+            .await
+            .unwrap(),
+        vec![1 << 53]
+    );
 }

@@ -3,12 +3,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tollgate_test_support::redis_server::RedisServer;
-use tollgate_conformance::{Harness, conformance_tests};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use tollgate_conformance::{Expiry, Harness, conformance_tests};
 use tollgate_redis::RedisStore;
+use tollgate_test_support::redis_server::RedisServer;
 
 struct RedisHarness {
     server: RedisServer,
+    /// A plain connection to the same server, reading lifetimes with `PTTL`.
+    raw: MultiplexedConnection,
 }
 
 impl Harness for RedisHarness {
@@ -18,11 +23,27 @@ impl Harness for RedisHarness {
         let server = tokio::task::spawn_blocking(RedisServer::start)
             .await
             .unwrap();
-        RedisHarness { server }
+        let client = redis::Client::open(server.url()).unwrap();
+        let raw = client.get_multiplexed_async_connection().await.unwrap();
+        RedisHarness { server, raw }
     }
 
     async fn open(&self) -> RedisStore {
         RedisStore::open(&self.server.url()).expect("open a redis store")
+    }
+
+    async fn expiry(&self, key: &str) -> Expiry {
+        let mut raw = self.raw.clone();
+        let ms: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut raw)
+            .await
+            .expect("PTTL");
+        match ms {
+            -2 => Expiry::Absent,
+            -1 => Expiry::Never,
+            ms => Expiry::In(Duration::from_millis(u64::try_from(ms).expect("a PTTL"))),
+        }
     }
 }
 

@@ -34,10 +34,15 @@ async fn main() {
 /// Runs every caller until `length` has passed and prints the figures.
 async fn run(limiter: &Limiter, mode: Mode, length: Duration) {
     let big = 1_000_000_000_000;
-    let burst = Rule::new("ask-burst", big, Window::MINUTE).unwrap();
-    let ask = Rule::new("ask", big, Window::DAY).unwrap();
-    let site = Rule::new("ask-site", big, Window::DAY).unwrap();
-    let all = Rule::new("ask-all", big, Window::DAY).unwrap();
+    let rule = |name, window, parts: &[&str]| {
+        Rule::new(name, big, window)
+            .and_then(|rule| rule.with_key(parts))
+            .unwrap()
+    };
+    let burst = rule("ask-burst", Window::MINUTE, &["visitor"]);
+    let ask = rule("ask", Window::DAY, &["project", "visitor"]);
+    let site = rule("ask-site", Window::DAY, &["project"]);
+    let all = rule("ask-all", Window::DAY, &[]);
     let start = Instant::now();
     let callers: Vec<_> = (0..CALLERS)
         .map(|caller| {

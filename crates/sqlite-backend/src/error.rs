@@ -113,6 +113,13 @@ pub(crate) fn from_shared(err: &Arc<rusqlite::Error>) -> StoreError {
     }
 }
 
+/// The error of a call made while the worker's queue holds `capacity` calls.
+pub(crate) fn queue_full(capacity: usize) -> StoreError {
+    StoreError::Busy(
+        format!("the counter store's queue is full ({capacity} calls wait for the file)").into(),
+    )
+}
+
 /// The error of a call whose worker has stopped.
 pub(crate) fn worker_gone() -> StoreError {
     StoreError::Backend("the counter store's worker thread has stopped".into())
@@ -147,6 +154,14 @@ mod tests {
         assert_eq!(
             store_error(failure(rusqlite::ffi::SQLITE_IOERR)).kind(),
             "backend"
+        );
+        let full = queue_full(8);
+        assert_eq!(full.kind(), "busy");
+        assert!(full.is_transient());
+        let source = std::error::Error::source(&full).map(ToString::to_string);
+        assert_eq!(
+            source.as_deref(),
+            Some("the counter store's queue is full (8 calls wait for the file)")
         );
         assert!(
             !worker_gone().is_transient(),

@@ -3,6 +3,7 @@
 
 mod error;
 mod job;
+mod marks;
 mod ops;
 mod options;
 mod schema;

@@ -37,12 +37,19 @@ impl Durability {
 /// use tollgate_sqlite::{Durability, SqliteOptions};
 /// let options = SqliteOptions::default()
 ///     .durability(Durability::PowerLoss)
-///     .busy_timeout(Duration::from_secs(2));
+///     .queue_capacity(1_024)
+///     .sweep(Duration::from_secs(30), 5_000);
 /// ```
+///
+/// There is no busy timeout to set: a batch of calls waits for another
+/// process's write lock only until the latest deadline among its calls
+/// (each call carries the [`Deadline`](tollgate_core::Deadline) its
+/// [`Limiter`](tollgate_core::Limiter) gave it), and applies no call whose
+/// deadline has passed by the time the lock is held.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SqliteOptions {
-    pub(crate) busy_timeout: Duration,
+    pub(crate) queue_capacity: usize,
     pub(crate) durability: Durability,
     pub(crate) sweep_interval: Duration,
     pub(crate) sweep_batch: u32,
@@ -52,7 +59,7 @@ pub struct SqliteOptions {
 impl Default for SqliteOptions {
     fn default() -> SqliteOptions {
         SqliteOptions {
-            busy_timeout: Duration::from_secs(5),
+            queue_capacity: SqliteOptions::DEFAULT_QUEUE_CAPACITY,
             durability: Durability::default(),
             sweep_interval: Duration::from_secs(60),
             sweep_batch: 10_000,
@@ -62,10 +69,22 @@ impl Default for SqliteOptions {
 }
 
 impl SqliteOptions {
-    /// How long a write waits for another process holding the file's write
-    /// lock before failing as busy (5 s by default).
-    pub fn busy_timeout(mut self, timeout: Duration) -> SqliteOptions {
-        self.busy_timeout = timeout;
+    /// The default [`queue_capacity`](SqliteOptions::queue_capacity): 4,096 calls.
+    pub const DEFAULT_QUEUE_CAPACITY: usize = 4_096;
+
+    /// How long opening waits for another process holding the file's lock
+    /// while it checks or creates the schema: 5 s. Calls never wait this
+    /// long; they wait until their own deadline.
+    pub const OPEN_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// The most calls waiting for the worker thread ([`DEFAULT_QUEUE_CAPACITY`]
+    /// by default, at least 1). A call made while the queue is full fails at
+    /// once as a transient `StoreError::Busy`, so a stalled file (another
+    /// process holding its lock) never piles up memory.
+    ///
+    /// [`DEFAULT_QUEUE_CAPACITY`]: SqliteOptions::DEFAULT_QUEUE_CAPACITY
+    pub fn queue_capacity(mut self, capacity: usize) -> SqliteOptions {
+        self.queue_capacity = capacity.max(1);
         self
     }
 
@@ -75,7 +94,7 @@ impl SqliteOptions {
         self
     }
 
-    /// Removes at most `batch` expired counters every `interval` of the
+    /// Removes at most `batch` expired counters and marks every `interval` of the
     /// store's clock (10,000 every minute by default). An interval of zero
     /// sweeps before every batch of calls.
     pub fn sweep(mut self, interval: Duration, batch: u32) -> SqliteOptions {

@@ -1,19 +1,25 @@
-//! Opening the file: pragmas, and the versioned schema, checked or created.
+//! Opening the file: pragmas, and the versioned schema, checked, created or
+//! migrated.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+use tollgate_core::{KEY_PREFIX, MARK_DONE};
+
 use crate::{Error, SqliteOptions};
 
 /// The schema version this crate reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// Version 1 kept counters only (a webhook mark was a counter of 1);
+/// version 2 keeps marks in a table of their own.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The `PRAGMA application_id` of a counter store file: `toll` in ASCII.
 pub const APPLICATION_ID: i64 = 0x746f_6c6c;
 
-const CREATE: &str = "
+/// The tables of version 1: counters.
+const CREATE_COUNTERS: &str = "
     CREATE TABLE counters (
         key BLOB PRIMARY KEY NOT NULL,
         value INTEGER NOT NULL,
@@ -21,6 +27,27 @@ const CREATE: &str = "
     ) WITHOUT ROWID;
     CREATE INDEX counters_by_expiry ON counters (expires_at);
 ";
+
+/// What version 2 adds: webhook marks, a token or `done`, each with its expiry.
+const CREATE_MARKS: &str = "
+    CREATE TABLE marks (
+        key BLOB PRIMARY KEY NOT NULL,
+        value TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX marks_by_expiry ON marks (expires_at);
+";
+
+/// Moves the marks a version-1 file kept as counters (every key that is not
+/// a counter's, i.e. does not start with `?1`) into `marks` as done
+/// (`?2`), keeping their expiry: a delivery seen before the upgrade stays a
+/// duplicate after it.
+const COPY_MARKS: &str = "
+    INSERT INTO marks (key, value, expires_at)
+        SELECT key, ?2, expires_at FROM counters WHERE substr(key, 1, length(?1)) != ?1";
+
+/// Then removes them from `counters`.
+const DROP_MARKS: &str = "DELETE FROM counters WHERE substr(key, 1, length(?1)) != ?1";
 
 /// Opens `path` as a counter store, creating the file and schema when the
 /// file is new or empty. Every problem with the file is found here.
@@ -30,7 +57,8 @@ pub(crate) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, E
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(path, flags).map_err(failed)?;
-    conn.busy_timeout(options.busy_timeout).map_err(failed)?;
+    conn.busy_timeout(SqliteOptions::OPEN_BUSY_TIMEOUT)
+        .map_err(failed)?;
     if conn.is_readonly("main").map_err(failed)? {
         return Err(Error::ReadOnly {
             path: path.to_owned(),
@@ -39,7 +67,7 @@ pub(crate) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, E
     // The first read of the file: a file that is not a database fails here.
     // Several processes opening a new file at once may find it locked while
     // another sets its journal mode; SQLite does not wait there by itself.
-    let deadline = Instant::now() + options.busy_timeout;
+    let deadline = Instant::now() + SqliteOptions::OPEN_BUSY_TIMEOUT;
     let mode = retry_busy(deadline, || wal(&conn)).map_err(failed)?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(Error::NoWal {
@@ -86,19 +114,24 @@ fn is_busy(err: &rusqlite::Error) -> bool {
     )
 }
 
-/// Checks the schema of the file, or creates it in an empty file. Runs in a
-/// write transaction, so two processes opening a new file at once agree.
+/// Checks the schema of the file, creates it in an empty file, or migrates
+/// a version-1 file to this version. Runs in a write transaction, so two
+/// processes opening a new file at once agree.
 /// The outer error is SQLite's; the inner one refuses the file.
 fn prepare_schema(conn: &mut Connection, path: &Path) -> rusqlite::Result<Result<(), Error>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let application_id: i64 = tx.pragma_query_value(None, "application_id", |row| row.get(0))?;
     let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
     let tables: i64 = tx.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
-    let ours: i64 = tx.query_row(
-        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'counters'",
-        [],
-        |row| row.get(0),
-    )?;
+    let has = |table: &str| -> rusqlite::Result<bool> {
+        tx.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            [table],
+            |row| row.get::<_, i64>(0),
+        )
+        .map(|n| n == 1)
+    };
+    let (counters, marks) = (has("counters")?, has("marks")?);
     let foreign = Error::ForeignDatabase {
         path: path.to_owned(),
     };
@@ -107,12 +140,20 @@ fn prepare_schema(conn: &mut Connection, path: &Path) -> rusqlite::Result<Result
     }
     match version {
         0 if tables == 0 => {
-            tx.execute_batch(CREATE)?;
+            tx.execute_batch(CREATE_COUNTERS)?;
+            tx.execute_batch(CREATE_MARKS)?;
             tx.pragma_update(None, "application_id", APPLICATION_ID)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         }
-        SCHEMA_VERSION if ours == 1 => {}
-        0 | SCHEMA_VERSION => return Ok(Err(foreign)),
+        1 if counters && !marks => {
+            tx.execute_batch(CREATE_MARKS)?;
+            let prefix = KEY_PREFIX.as_bytes();
+            tx.execute(COPY_MARKS, rusqlite::params![prefix, MARK_DONE])?;
+            tx.execute(DROP_MARKS, [prefix])?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        }
+        SCHEMA_VERSION if counters && marks => {}
+        0..=SCHEMA_VERSION => return Ok(Err(foreign)),
         found => {
             return Ok(Err(Error::UnknownSchemaVersion {
                 path: path.to_owned(),

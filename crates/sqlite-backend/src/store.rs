@@ -2,17 +2,17 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::time::Duration;
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
-use tollgate_core::{Counter, CounterStore, Expiry, Reservation, StoreError, async_trait};
+use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
 
-use crate::error::worker_gone;
+use crate::error::{queue_full, worker_gone};
 use crate::job::{Call, Job};
 use crate::worker::Worker;
-use crate::{Error, SqliteOptions, ops, schema};
+use crate::{Error, SqliteOptions, marks, ops, schema};
 
 /// A durable [`CounterStore`] in one SQLite file.
 ///
@@ -21,6 +21,12 @@ use crate::{Error, SqliteOptions, ops, schema};
 /// stores, in one process or several, may open the same file; each check
 /// is atomic across all of them. Dropping the last clone stops the worker and
 /// closes the file.
+///
+/// Each call is queued for the worker with its [`Deadline`]; a call whose
+/// deadline has passed when the worker holds the file's write lock is not
+/// applied and fails as [`StoreError::Timeout`]. The queue is bounded
+/// ([`SqliteOptions::queue_capacity`]): a call made while it is full fails
+/// at once as [`StoreError::Busy`].
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,13 +41,14 @@ use crate::{Error, SqliteOptions, ops, schema};
 /// ```
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
-    queue: Sender<Box<dyn Job>>,
+    queue: SyncSender<Box<dyn Job>>,
+    capacity: usize,
     path: Arc<Path>,
 }
 
 impl SqliteStore {
     /// Opens (or creates) the counter store at `path` with the default
-    /// [`SqliteOptions`]: survives a process crash, 5 s busy timeout.
+    /// [`SqliteOptions`]: survives a process crash, queues up to 4,096 calls.
     ///
     /// This is blocking file I/O: call it at startup, not on a hot path.
     ///
@@ -62,7 +69,7 @@ impl SqliteStore {
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, Error> {
         let path = path.as_ref();
         let conn = schema::open(path, &options)?;
-        let (queue, jobs) = mpsc::channel();
+        let (queue, jobs) = mpsc::sync_channel(options.queue_capacity);
         let worker = Worker::new(conn, jobs, &options);
         std::thread::Builder::new()
             .name("tollgate-sqlite".into())
@@ -70,6 +77,7 @@ impl SqliteStore {
             .map_err(Error::Worker)?;
         Ok(SqliteStore {
             queue,
+            capacity: options.queue_capacity,
             path: path.into(),
         })
     }
@@ -80,54 +88,113 @@ impl SqliteStore {
     }
 
     /// Queues `op` for the worker and waits for its answer, given after the
-    /// batch holding it has committed.
-    async fn call<T, F>(&self, op: F) -> Result<T, StoreError>
+    /// batch holding it has committed. A call past its deadline is not
+    /// queued; a full queue fails the call at once.
+    async fn call<T, F>(&self, deadline: Deadline, op: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: Fn(&Connection, Duration) -> rusqlite::Result<T> + Send + 'static,
     {
+        if deadline.has_passed() {
+            return Err(StoreError::Timeout(Duration::ZERO));
+        }
         let (reply, answer) = oneshot::channel();
-        self.queue
-            .send(Box::new(Call::new(op, reply)))
-            .map_err(|_| worker_gone())?;
+        match self
+            .queue
+            .try_send(Box::new(Call::new(op, deadline, reply)))
+        {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(queue_full(self.capacity)),
+            Err(TrySendError::Disconnected(_)) => return Err(worker_gone()),
+        }
         answer.await.map_err(|_| worker_gone())?
     }
 }
 
 #[async_trait]
 impl CounterStore for SqliteStore {
-    async fn increment(&self, counters: &[Counter]) -> Result<Vec<u64>, StoreError> {
+    async fn count(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
         let counters = counters.to_vec();
-        self.call(move |conn, now| ops::increment(conn, &counters, now))
+        self.call(deadline, move |conn, now| ops::count(conn, &counters, now))
             .await
     }
 
-    async fn increment_within(&self, counters: &[Counter]) -> Result<Reservation, StoreError> {
+    async fn reserve(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Reservation, StoreError> {
         let counters = counters.to_vec();
-        self.call(move |conn, now| ops::increment_within(conn, &counters, now))
+        self.call(deadline, move |conn, now| {
+            ops::reserve(conn, &counters, now)
+        })
+        .await
+    }
+
+    async fn refund(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let counters = counters.to_vec();
+        self.call(deadline, move |conn, now| ops::refund(conn, &counters, now))
             .await
     }
 
-    async fn get(&self, keys: &[String]) -> Result<Vec<u64>, StoreError> {
+    async fn get(&self, keys: &[String], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
         let keys = keys.to_vec();
-        self.call(move |conn, now| ops::get(conn, &keys, now)).await
-    }
-
-    async fn set_if_absent(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let key = key.to_owned();
-        self.call(move |conn, now| ops::set_if_absent(conn, &key, ttl, now))
+        self.call(deadline, move |conn, now| ops::get(conn, &keys, now))
             .await
     }
 
-    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
+    async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
         let key = key.to_owned();
-        self.call(move |conn, now| ops::delete(conn, &key, now))
+        self.call(deadline, move |conn, now| ops::delete(conn, &key, now))
             .await
     }
 
-    async fn expiry(&self, key: &str) -> Result<Expiry, StoreError> {
-        let key = key.to_owned();
-        self.call(move |conn, now| ops::expiry(conn, &key, now))
-            .await
+    async fn claim(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<Claim, StoreError> {
+        let (key, token) = (key.to_owned(), token.to_owned());
+        self.call(deadline, move |conn, now| {
+            marks::claim(conn, &key, &token, ttl, now)
+        })
+        .await
+    }
+
+    async fn finish(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let (key, token) = (key.to_owned(), token.to_owned());
+        self.call(deadline, move |conn, now| {
+            marks::finish(conn, &key, &token, ttl, now)
+        })
+        .await
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        token: &str,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let (key, token) = (key.to_owned(), token.to_owned());
+        self.call(deadline, move |conn, now| {
+            marks::release(conn, &key, &token, now)
+        })
+        .await
     }
 }

@@ -1,16 +1,22 @@
 //! The worker thread: owns the connection, runs queued calls in batches (one
 //! write transaction per batch) and sweeps expired rows.
+//!
+//! Time has one owner, the deadline each call carries: a batch waits for
+//! another process's write lock only until the latest deadline among its
+//! calls, and once it holds the lock it applies no call whose deadline has
+//! (nearly) passed. Such a call is answered `StoreError::Timeout`, having
+//! written nothing.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use tollgate_core::Clock;
 
 use crate::SqliteOptions;
 use crate::job::{Failure, Job};
-use crate::ops;
+use crate::{marks, ops};
 
 /// The most calls run in one transaction.
 const MAX_BATCH: usize = 1_024;
@@ -18,8 +24,30 @@ const MAX_BATCH: usize = 1_024;
 /// The shortest idle wait between two looks at the sweep schedule.
 const MIN_WAIT: Duration = Duration::from_secs(1);
 
+/// The least time a call must have left to be applied: its batch still has
+/// to commit and answer before the caller's deadline. A batch that went late
+/// anyway runs again with a margin grown by the time its late run took.
+const MARGIN: Duration = Duration::from_millis(1);
+
+/// How long a sweep waits for another process's write lock; a sweep that
+/// cannot lock the file tries again at its next interval.
+const SWEEP_WAIT: Duration = Duration::from_millis(10);
+
+/// The longest busy timeout SQLite takes (`i32::MAX` milliseconds).
+const MAX_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
+
 /// The queue end of a store's calls.
 pub(crate) type Queue = Receiver<Box<dyn Job>>;
+
+/// How a batch's transaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// Committed: every call applied is answered with its outcome.
+    Committed,
+    /// Rolled back because a call's deadline came before the commit; the
+    /// batch runs again without it.
+    Late,
+}
 
 /// Owns the connection; lives on its own thread until every store handle
 /// is dropped.
@@ -78,38 +106,75 @@ impl Worker {
     }
 
     /// Runs one batch and answers every call in it.
-    fn serve(&self, batch: Vec<Box<dyn Job>>) {
-        let mut jobs: Vec<Box<dyn Job>> = batch.into_iter().filter(|j| !j.is_abandoned()).collect();
-        if jobs.is_empty() {
-            return;
-        }
-        let now = self.clock.now();
-        // Optimistic first: the whole batch without savepoints. When a call
-        // fails, the batch is rolled back and run again with a savepoint per
-        // call, so that call fails alone. Calls only answer after commit, so
-        // running one twice is invisible.
-        let mut call_failed = false;
-        let mut result = self.transaction(|conn| run_all(conn, &mut jobs, now, &mut call_failed));
-        if result.is_err() && call_failed {
-            result = self.transaction(|conn| run_each_alone(conn, &mut jobs, now));
-        }
-        match result {
-            Ok(()) => jobs.into_iter().for_each(|job| job.answer(Ok(()))),
-            Err(failure) => {
-                tracing::warn!(error = %failure, calls = jobs.len(), "counter store batch failed");
+    fn serve(&self, mut jobs: Vec<Box<dyn Job>>) {
+        let mut margin = MARGIN;
+        loop {
+            jobs = answer_late(jobs, margin);
+            let Some(latest) = jobs.iter().map(|job| job.deadline()).max() else {
+                return;
+            };
+            // Wait for another process's lock no longer than the last call
+            // of the batch can still be applied.
+            let wait = latest
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(margin)
+                .min(MAX_WAIT);
+            if let Err(err) = self.conn.busy_timeout(wait) {
+                let failure = Arc::new(err);
                 jobs.into_iter().for_each(|job| job.answer(Err(&failure)));
+                return;
+            }
+            let now = self.clock.now();
+            // How long the batch's calls took to run, under the lock.
+            let mut took = Duration::ZERO;
+            // Optimistic first: the whole batch without savepoints. When a
+            // call fails, the batch is rolled back and run again with a
+            // savepoint per call, so that call fails alone. Calls only
+            // answer after commit, so running one twice is invisible.
+            let mut call_failed = false;
+            let mut result = self.transaction(|conn| {
+                let started = Instant::now();
+                run_all(conn, &mut jobs, now, margin, &mut call_failed)?;
+                took = started.elapsed();
+                Ok(in_time(&jobs, margin))
+            });
+            if result.is_err() && call_failed {
+                result = self.transaction(|conn| {
+                    let started = Instant::now();
+                    run_each_alone(conn, &mut jobs, now, margin)?;
+                    took = started.elapsed();
+                    Ok(in_time(&jobs, margin))
+                });
+            }
+            match result {
+                Ok(Ending::Committed) => {
+                    jobs.into_iter().for_each(|job| job.answer(Ok(())));
+                    return;
+                }
+                // The late calls are answered at the top of the loop, with
+                // every call that would not survive another run as long:
+                // the margin only grows, so each run drops at least one call.
+                Ok(Ending::Late) => margin = margin.max(MARGIN.saturating_add(took)),
+                Err(failure) => {
+                    tracing::warn!(error = %failure, calls = jobs.len(), "counter store batch failed");
+                    jobs.into_iter().for_each(|job| job.answer(Err(&failure)));
+                    return;
+                }
             }
         }
     }
 
     /// Runs `body` in one immediate write transaction, committed when it
-    /// succeeds and rolled back otherwise.
+    /// asks to and rolled back otherwise.
     fn transaction(
         &self,
-        body: impl FnOnce(&Connection) -> Result<(), Failure>,
-    ) -> Result<(), Failure> {
+        body: impl FnOnce(&Connection) -> Result<Ending, Failure>,
+    ) -> Result<Ending, Failure> {
         exec(&self.conn, "BEGIN IMMEDIATE")?;
-        let result = body(&self.conn).and_then(|()| exec(&self.conn, "COMMIT"));
+        let result = body(&self.conn).and_then(|ending| match ending {
+            Ending::Committed => exec(&self.conn, "COMMIT").map(|()| ending),
+            Ending::Late => exec(&self.conn, "ROLLBACK").map(|()| ending),
+        });
         if result.is_err() && !self.conn.is_autocommit() {
             // The batch's own failure is what callers need to hear about.
             let _ = exec(&self.conn, "ROLLBACK");
@@ -117,31 +182,94 @@ impl Worker {
         result
     }
 
-    /// Removes a bounded batch of expired rows when the sweep is due. A full
-    /// batch makes the next sweep due at once, so a backlog clears batch by
-    /// batch between calls.
+    /// Removes a bounded batch of expired counters and marks when the sweep
+    /// is due. A full batch makes the next sweep due at once, so a backlog
+    /// clears batch by batch between calls.
     fn sweep_if_due(&mut self) {
         let now = self.clock.now();
         if now < self.next_sweep {
             return;
         }
         let mut removed = 0;
-        let result = self.transaction(|conn| {
-            removed = ops::sweep(conn, self.sweep_batch, now).map_err(Arc::new)?;
-            Ok(())
-        });
+        let result = self
+            .conn
+            .busy_timeout(SWEEP_WAIT)
+            .map_err(Arc::new)
+            .and_then(|()| {
+                self.transaction(|conn| {
+                    removed = ops::sweep(conn, self.sweep_batch, now).map_err(Arc::new)?;
+                    let left = self
+                        .sweep_batch
+                        .saturating_sub(removed.try_into().unwrap_or(u32::MAX));
+                    removed += marks::sweep(conn, left, now).map_err(Arc::new)?;
+                    Ok(Ending::Committed)
+                })
+            });
         match result {
-            Ok(()) if removed > 0 && removed >= self.sweep_batch as usize => self.next_sweep = now,
-            Ok(()) => self.next_sweep = now.saturating_add(self.sweep_interval),
+            Ok(_) if removed > 0 && removed >= self.sweep_batch as usize => self.next_sweep = now,
+            Ok(_) => self.next_sweep = now.saturating_add(self.sweep_interval),
             Err(failure) => {
                 tracing::warn!(error = %failure, "sweeping expired counters failed");
                 self.next_sweep = now.saturating_add(self.sweep_interval);
             }
         }
         if removed > 0 {
-            tracing::debug!(removed, "swept expired counters");
+            tracing::debug!(removed, "swept expired counters and marks");
         }
     }
+}
+
+/// Whether a call has too little time left to be applied and answered.
+fn is_late(job: &dyn Job, margin: Duration, now: Instant) -> bool {
+    job.deadline().saturating_duration_since(now) < margin
+}
+
+/// Answers the calls that are too late with `StoreError::Timeout` and drops
+/// those nobody waits for; the others, in order.
+fn answer_late(jobs: Vec<Box<dyn Job>>, margin: Duration) -> Vec<Box<dyn Job>> {
+    let now = Instant::now();
+    let mut kept = Vec::with_capacity(jobs.len());
+    for mut job in jobs {
+        if job.is_abandoned() {
+            continue;
+        }
+        if is_late(job.as_ref(), margin, now) {
+            job.skip();
+            job.answer(Ok(()));
+        } else {
+            kept.push(job);
+        }
+    }
+    kept
+}
+
+/// Whether every call applied still has its margin left, so the batch may
+/// commit; otherwise it is rolled back and run again without the late ones.
+fn in_time(jobs: &[Box<dyn Job>], margin: Duration) -> Ending {
+    let now = Instant::now();
+    if jobs
+        .iter()
+        .any(|job| job.is_applied() && is_late(job.as_ref(), margin, now))
+    {
+        Ending::Late
+    } else {
+        Ending::Committed
+    }
+}
+
+/// Applies a call unless its caller gave up or its deadline has (nearly)
+/// passed: checked under the write lock, just before the call's writes.
+fn run_one(
+    conn: &Connection,
+    job: &mut Box<dyn Job>,
+    now: Duration,
+    margin: Duration,
+) -> Result<(), Failure> {
+    if job.is_abandoned() || is_late(job.as_ref(), margin, Instant::now()) {
+        job.skip();
+        return Ok(());
+    }
+    job.run(conn, now)
 }
 
 /// Runs every call of a batch; stops at the first failing call, noting it
@@ -150,10 +278,11 @@ fn run_all(
     conn: &Connection,
     jobs: &mut [Box<dyn Job>],
     now: Duration,
+    margin: Duration,
     call_failed: &mut bool,
 ) -> Result<(), Failure> {
     for job in jobs.iter_mut() {
-        if let Err(failure) = job.run(conn, now) {
+        if let Err(failure) = run_one(conn, job, now, margin) {
             *call_failed = true;
             return Err(failure);
         }
@@ -168,10 +297,11 @@ fn run_each_alone(
     conn: &Connection,
     jobs: &mut [Box<dyn Job>],
     now: Duration,
+    margin: Duration,
 ) -> Result<(), Failure> {
     for job in jobs.iter_mut() {
         exec(conn, "SAVEPOINT call")?;
-        match job.run(conn, now) {
+        match run_one(conn, job, now, margin) {
             Ok(()) => exec(conn, "RELEASE call")?,
             // SQLite rolled the whole transaction back (disk full, I/O error).
             Err(failure) if conn.is_autocommit() => return Err(failure),
@@ -193,136 +323,5 @@ fn exec(conn: &Connection, sql: &str) -> Result<(), Failure> {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-    use std::sync::mpsc;
-
-    use tokio::sync::oneshot;
-    use tollgate_core::{Counter, StoreError};
-
-    use super::*;
-    use crate::job::Call;
-    use crate::schema;
-
-    fn counter(key: &str) -> Counter {
-        Counter {
-            key: key.into(),
-            ttl: Duration::from_secs(60),
-            max: 10,
-        }
-    }
-
-    type Answer<T> = oneshot::Receiver<Result<T, StoreError>>;
-
-    fn call<T, F>(op: F) -> (Box<dyn Job>, Answer<T>)
-    where
-        T: Send + 'static,
-        F: Fn(&Connection, Duration) -> rusqlite::Result<T> + Send + 'static,
-    {
-        let (reply, answer) = oneshot::channel();
-        (Box::new(Call::new(op, reply)), answer)
-    }
-
-    fn increment(key: &'static str) -> (Box<dyn Job>, Answer<Vec<u64>>) {
-        call(move |conn, now| ops::increment(conn, &[counter(key)], now))
-    }
-
-    fn count(worker: &Worker, key: &str) -> u64 {
-        let now = worker.clock.now();
-        ops::get(&worker.conn, [key], now).unwrap()[0]
-    }
-
-    fn worker(dir: &tempfile::TempDir) -> Worker {
-        let options = SqliteOptions::default();
-        let conn = schema::open(&dir.path().join("limits.sqlite"), &options).unwrap();
-        let (_queue, jobs) = mpsc::channel();
-        Worker::new(conn, jobs, &options)
-    }
-
-    #[test]
-    fn a_failing_call_fails_alone_and_its_writes_are_rolled_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let worker = worker(&dir);
-        let (first, first_answer) = increment("a");
-        let (failing, failing_answer) = call(|conn, now| {
-            ops::increment(conn, &[counter("b")], now)?;
-            Err::<(), _>(rusqlite::Error::QueryReturnedNoRows)
-        });
-        let (last, last_answer) = increment("c");
-        worker.serve(vec![first, failing, last]);
-
-        assert_eq!(first_answer.blocking_recv().unwrap().unwrap(), vec![1]);
-        assert_eq!(last_answer.blocking_recv().unwrap().unwrap(), vec![1]);
-        let failure = failing_answer.blocking_recv().unwrap().unwrap_err();
-        assert_eq!(failure.kind(), "backend");
-        assert_eq!(count(&worker, "a"), 1);
-        assert_eq!(
-            count(&worker, "b"),
-            0,
-            "the failing call's increment was kept"
-        );
-        assert_eq!(count(&worker, "c"), 1);
-    }
-
-    #[test]
-    fn a_batch_of_calls_is_one_commit() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let dir = tempfile::tempdir().unwrap();
-        let mut worker = worker(&dir);
-        let commits = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::clone(&commits);
-        worker
-            .conn
-            .commit_hook(Some(move || {
-                seen.fetch_add(1, Ordering::SeqCst);
-                false
-            }))
-            .unwrap();
-        let (jobs, answers): (Vec<_>, Vec<_>) = (0..100).map(|_| increment("a")).unzip();
-        worker.serve(jobs);
-        let counts: Vec<u64> = answers
-            .into_iter()
-            .map(|a| a.blocking_recv().unwrap().unwrap()[0])
-            .collect();
-        assert_eq!(counts, (1..=100).collect::<Vec<u64>>());
-        assert_eq!(commits.load(Ordering::SeqCst), 1, "100 calls, one commit");
-    }
-
-    #[test]
-    fn a_call_nobody_waits_for_is_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let worker = worker(&dir);
-        let (abandoned, answer) = increment("a");
-        drop(answer);
-        let (kept, kept_answer) = increment("b");
-        worker.serve(vec![abandoned, kept]);
-        assert_eq!(kept_answer.blocking_recv().unwrap().unwrap(), vec![1]);
-        assert_eq!(count(&worker, "a"), 0);
-    }
-
-    #[test]
-    fn a_batch_that_cannot_lock_the_file_fails_every_call_as_busy() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = SqliteOptions::default().busy_timeout(Duration::from_millis(10));
-        let path = dir.path().join("limits.sqlite");
-        let conn = schema::open(&path, &options).unwrap();
-        let (_queue, jobs) = mpsc::channel();
-        let worker = Worker::new(conn, jobs, &options);
-        let other = Connection::open(&path).unwrap();
-        other.execute_batch("BEGIN IMMEDIATE").unwrap();
-
-        let (first, first_answer) = increment("a");
-        let (second, second_answer) = increment("b");
-        worker.serve(vec![first, second]);
-        for answer in [first_answer, second_answer] {
-            let failure = answer.blocking_recv().unwrap().unwrap_err();
-            assert_eq!(failure.kind(), "busy");
-            assert!(failure.is_transient());
-        }
-        other.execute_batch("ROLLBACK").unwrap();
-        let (again, answer) = increment("a");
-        worker.serve(vec![again]);
-        assert_eq!(answer.blocking_recv().unwrap().unwrap(), vec![1]);
-    }
-}
+#[path = "worker_tests.rs"]
+mod tests;

@@ -1,5 +1,5 @@
-//! Expired counters leave the file: lazily when touched, and by a bounded
-//! periodic sweep driven by the store's clock.
+//! Expired counters and marks leave the file: lazily when touched, and by a
+//! bounded periodic sweep driven by the store's clock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use tempfile::TempDir;
-use tollgate_core::{Counter, CounterStore, ManualClock};
+use tollgate_core::{Claim, Clock, Counter, CounterStore, Deadline, ManualClock};
 use tollgate_sqlite::{SqliteOptions, SqliteStore};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -16,8 +16,14 @@ fn counter(key: String) -> Counter {
     Counter {
         key,
         ttl: MINUTE,
+        cost: 1,
         max: 100,
     }
+}
+
+/// A generous deadline: these tests are about expiry, not time budgets.
+fn deadline() -> Deadline {
+    Deadline::after(Duration::from_secs(10))
 }
 
 /// A store on a manual clock sweeping at most `batch` rows every minute.
@@ -29,11 +35,25 @@ fn store(dir: &TempDir, clock: &ManualClock, batch: u32) -> (SqliteStore, PathBu
     (SqliteStore::open_with(&path, options).unwrap(), path)
 }
 
-/// How many rows the file holds, live or expired.
-fn rows(path: &Path) -> i64 {
+/// How many rows `table` holds, live or expired.
+fn rows(path: &Path, table: &str) -> i64 {
     let conn = Connection::open(path).unwrap();
-    conn.query_row("SELECT count(*) FROM counters", [], |r| r.get(0))
+    conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
         .unwrap()
+}
+
+/// The counter's remaining lifetime, read from the file; `None` when absent.
+fn lifetime(path: &Path, clock: &ManualClock, key: &str) -> Option<Duration> {
+    let conn = Connection::open(path).unwrap();
+    let expires_at: i64 = conn
+        .query_row(
+            "SELECT expires_at FROM counters WHERE key = ?1",
+            [key.as_bytes()],
+            |r| r.get(0),
+        )
+        .ok()?;
+    let left = expires_at - clock.now().as_millis() as i64;
+    (left > 0).then(|| Duration::from_millis(left as u64))
 }
 
 #[tokio::test]
@@ -46,12 +66,16 @@ async fn rows_stay_bounded_under_a_stream_of_distinct_keys() {
         let batch: Vec<Counter> = (0..per_window)
             .map(|i| counter(format!("limit:visitor:{window}-{i}:{window}")))
             .collect();
-        store.increment(&batch).await.unwrap();
-        let held = rows(&path);
+        store.count(&batch, deadline()).await.unwrap();
+        let mark = format!("github-delivery:{window}");
+        let claim = store.claim(&mark, "t", MINUTE, deadline()).await;
+        assert_eq!(claim.unwrap(), Claim::Acquired);
+        let held = rows(&path, "counters");
         assert!(
             held <= 2 * per_window,
             "window {window}: {held} rows for {per_window} live keys"
         );
+        assert!(rows(&path, "marks") <= 2, "expired marks stay");
         clock.advance(MINUTE);
     }
 }
@@ -64,26 +88,28 @@ async fn one_sweep_removes_at_most_its_batch() {
     let old: Vec<Counter> = (0..100)
         .map(|i| counter(format!("limit:old:{i}")))
         .collect();
-    store.increment(&old).await.unwrap();
+    store.count(&old, deadline()).await.unwrap();
+    for i in 0..15 {
+        let mark = format!("mark:old:{i}");
+        store.claim(&mark, "t", MINUTE, deadline()).await.unwrap();
+    }
     clock.advance(2 * MINUTE);
 
     // Each call is preceded by one sweep of at most 10 rows; a full sweep
     // makes the next one due at once, until the backlog is gone.
-    store
-        .increment(&[counter("limit:new:0".into())])
-        .await
-        .unwrap();
-    assert_eq!(rows(&path), 100 - 10 + 1);
-    for i in 1..12 {
-        store
-            .increment(&[counter(format!("limit:new:{i}"))])
-            .await
-            .unwrap();
+    let one = |i: usize| [counter(format!("limit:new:{i}"))];
+    store.count(&one(0), deadline()).await.unwrap();
+    assert_eq!(
+        rows(&path, "counters") + rows(&path, "marks"),
+        100 + 15 - 10 + 1
+    );
+    for i in 1..13 {
+        store.count(&one(i), deadline()).await.unwrap();
     }
     assert_eq!(
-        rows(&path),
-        12,
-        "the 100 expired rows are gone, the 12 live ones stay"
+        (rows(&path, "counters"), rows(&path, "marks")),
+        (13, 0),
+        "the 115 expired rows are gone, the 13 live ones stay"
     );
 }
 
@@ -97,55 +123,72 @@ async fn an_expired_counter_reads_as_absent_and_is_removed_when_touched() {
         .clock(clock.clone())
         .sweep(Duration::from_secs(86_400), 1_000);
     let store = SqliteStore::open_with(&path, options).unwrap();
-    let keys: Vec<String> = (0..3).map(|i| format!("limit:k:{i}")).collect();
+    let keys: Vec<String> = (0..4).map(|i| format!("limit:k:{i}")).collect();
     let counters: Vec<Counter> = keys.iter().cloned().map(counter).collect();
-    assert_eq!(store.increment(&counters).await.unwrap(), vec![1, 1, 1]);
-    assert_eq!(store.increment(&counters[..1]).await.unwrap(), vec![2]);
+    let counted = store.count(&counters, deadline()).await.unwrap();
+    assert_eq!(counted, vec![1, 1, 1, 1]);
+    let again = store.count(&counters[..1], deadline()).await.unwrap();
+    assert_eq!(again, vec![2]);
+    let claimed = store
+        .claim("mark:k", "t", MINUTE, deadline())
+        .await
+        .unwrap();
+    assert_eq!(claimed, Claim::Acquired);
     clock.advance(MINUTE);
 
-    assert_eq!(store.get(&keys[..1]).await.unwrap(), vec![0]);
-    assert_eq!(rows(&path), 2, "reading the expired counter removed it");
+    assert_eq!(store.get(&keys[..1], deadline()).await.unwrap(), vec![0]);
     assert_eq!(
-        store.expiry(&keys[1]).await.unwrap(),
-        tollgate_core::Expiry::Absent
+        rows(&path, "counters"),
+        3,
+        "reading the expired counter removed it"
     );
-    assert_eq!(rows(&path), 1);
     assert_eq!(
-        store.increment(&counters[2..]).await.unwrap(),
+        store.refund(&counters[1..2], deadline()).await.unwrap(),
+        vec![0],
+        "an expired counter refunds nothing"
+    );
+    assert_eq!(rows(&path, "counters"), 2, "refunding it removed it");
+    assert_eq!(
+        store.count(&counters[2..3], deadline()).await.unwrap(),
         vec![1],
-        "an expired counter restarts at 1"
+        "an expired counter restarts at its cost"
     );
-    assert_eq!(rows(&path), 1);
-    assert!(!store.delete(&keys[0]).await.unwrap());
-    assert!(store.set_if_absent(&keys[0], MINUTE).await.unwrap());
+    assert_eq!(rows(&path, "counters"), 2);
+    assert!(!store.delete(&keys[3], deadline()).await.unwrap());
+    assert_eq!(rows(&path, "counters"), 1, "deleting it removed it");
+    let claimed = store
+        .claim("mark:k", "u", MINUTE, deadline())
+        .await
+        .unwrap();
+    assert_eq!(claimed, Claim::Acquired, "an expired mark holds nothing");
+    assert!(!store.release("mark:other", "u", deadline()).await.unwrap());
+    assert_eq!(rows(&path, "marks"), 1);
 }
 
 #[tokio::test]
 async fn a_counter_expires_after_its_ttl_on_the_store_clock() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
-    let (store, _path) = store(&dir, &clock, 1_000);
+    let (store, path) = store(&dir, &clock, 1_000);
     let c = counter("limit:ttl:1".into());
-    store.increment(std::slice::from_ref(&c)).await.unwrap();
+    let one = std::slice::from_ref(&c);
+    store.count(one, deadline()).await.unwrap();
     clock.advance(Duration::from_secs(20));
     assert_eq!(
-        store.expiry(&c.key).await.unwrap(),
-        tollgate_core::Expiry::In(Duration::from_secs(40))
+        lifetime(&path, &clock, &c.key),
+        Some(Duration::from_secs(40))
     );
-    store.increment(std::slice::from_ref(&c)).await.unwrap();
+    store.count(one, deadline()).await.unwrap();
+    store.reserve(one, deadline()).await.unwrap();
+    store.refund(one, deadline()).await.unwrap();
     assert_eq!(
-        store.expiry(&c.key).await.unwrap(),
-        tollgate_core::Expiry::In(Duration::from_secs(40)),
+        lifetime(&path, &clock, &c.key),
+        Some(Duration::from_secs(40)),
         "a counter keeps the lifetime it started with"
     );
     clock.advance(Duration::from_secs(40) - Duration::from_millis(1));
-    assert_eq!(
-        store.get(std::slice::from_ref(&c.key)).await.unwrap(),
-        vec![2]
-    );
+    let key = std::slice::from_ref(&c.key);
+    assert_eq!(store.get(key, deadline()).await.unwrap(), vec![2]);
     clock.advance(Duration::from_millis(1));
-    assert_eq!(
-        store.get(std::slice::from_ref(&c.key)).await.unwrap(),
-        vec![0]
-    );
+    assert_eq!(store.get(key, deadline()).await.unwrap(), vec![0]);
 }

@@ -3,15 +3,20 @@
 
 use std::time::{Duration, Instant};
 
-use tollgate_core::{Counter, CounterStore};
+use tollgate_core::{Counter, CounterStore, Deadline};
 use tollgate_sqlite::SqliteStore;
 
 fn counter() -> Counter {
     Counter {
         key: "limit:a:1".into(),
         ttl: Duration::from_secs(60),
+        cost: 1,
         max: 10,
     }
+}
+
+fn deadline() -> Deadline {
+    Deadline::after(Duration::from_secs(10))
 }
 
 #[tokio::test]
@@ -19,9 +24,12 @@ async fn a_clone_keeps_the_worker_alive() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("limits.sqlite")).unwrap();
     let clone = store.clone();
-    store.increment(&[counter()]).await.unwrap();
+    store.count(&[counter()], deadline()).await.unwrap();
     drop(store);
-    assert_eq!(clone.increment(&[counter()]).await.unwrap(), vec![2]);
+    assert_eq!(
+        clone.count(&[counter()], deadline()).await.unwrap(),
+        vec![2]
+    );
 }
 
 #[tokio::test]
@@ -30,21 +38,24 @@ async fn dropping_the_last_handle_closes_the_file() {
     let path = dir.path().join("limits.sqlite");
     let wal = dir.path().join("limits.sqlite-wal");
     let store = SqliteStore::open(&path).unwrap();
-    store.increment(&[counter()]).await.unwrap();
+    store.count(&[counter()], deadline()).await.unwrap();
     assert!(wal.exists(), "an open store in WAL mode has a log");
     drop(store);
     // The worker thread checkpoints and deletes the log when it closes the
     // last connection; it does so on its own thread, so wait for it.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let give_up = Instant::now() + Duration::from_secs(10);
     while wal.exists() {
         assert!(
-            Instant::now() < deadline,
+            Instant::now() < give_up,
             "the worker did not close the file"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let reopened = SqliteStore::open(&path).unwrap();
-    assert_eq!(reopened.increment(&[counter()]).await.unwrap(), vec![2]);
+    assert_eq!(
+        reopened.count(&[counter()], deadline()).await.unwrap(),
+        vec![2]
+    );
 }
 
 #[tokio::test]
@@ -68,7 +79,7 @@ async fn many_stores_opening_a_new_file_at_once_all_succeed() {
             .collect();
         for (i, store) in stores.iter().enumerate() {
             assert_eq!(
-                store.increment(&[counter()]).await.unwrap(),
+                store.count(&[counter()], deadline()).await.unwrap(),
                 vec![i as u64 + 1]
             );
         }

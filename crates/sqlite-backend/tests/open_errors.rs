@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 use tempfile::TempDir;
-use tollgate_core::{Counter, CounterStore};
+use tollgate_core::{Claim, Counter, CounterStore, Deadline};
 use tollgate_sqlite::{APPLICATION_ID, Error, SCHEMA_VERSION, SqliteStore};
 
 fn dir() -> TempDir {
@@ -18,6 +18,10 @@ fn database(dir: &TempDir, sql: &str) -> std::path::PathBuf {
     let path = dir.path().join("limits.sqlite");
     Connection::open(&path).unwrap().execute_batch(sql).unwrap();
     path
+}
+
+fn deadline() -> Deadline {
+    Deadline::after(std::time::Duration::from_secs(10))
 }
 
 fn open_error(path: &Path) -> Error {
@@ -35,9 +39,10 @@ async fn a_new_file_gets_the_versioned_schema_and_works() {
     let counter = Counter {
         key: "limit:a:1".into(),
         ttl: std::time::Duration::from_secs(60),
+        cost: 1,
         max: 1,
     };
-    assert_eq!(store.increment(&[counter]).await.unwrap(), vec![1]);
+    assert_eq!(store.count(&[counter], deadline()).await.unwrap(), vec![1]);
     let conn = Connection::open(&path).unwrap();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -52,6 +57,76 @@ async fn a_new_file_gets_the_versioned_schema_and_works() {
         (version, id, mode.as_str()),
         (SCHEMA_VERSION, APPLICATION_ID, "wal")
     );
+}
+
+/// A file as version 1 of this crate wrote it: counters only, a webhook
+/// mark being a counter of 1.
+const VERSION_1: &str = "
+    CREATE TABLE counters (
+        key BLOB PRIMARY KEY NOT NULL,
+        value INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX counters_by_expiry ON counters (expires_at);
+    PRAGMA user_version = 1;
+    INSERT INTO counters VALUES (CAST('limit:ask:docs:1:20000' AS BLOB), 7, 32503680000000);
+    INSERT INTO counters VALUES (CAST('github-delivery:abc' AS BLOB), 1, 32503680000000);
+";
+
+fn scalar<T: rusqlite::types::FromSql>(path: &Path, sql: &str) -> T {
+    let conn = Connection::open(path).unwrap();
+    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+#[tokio::test]
+async fn a_version_1_file_is_migrated_in_place_keeping_counts_and_marks() {
+    let dir = dir();
+    let path = database(
+        &dir,
+        &format!("PRAGMA application_id = {APPLICATION_ID}; {VERSION_1}"),
+    );
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(scalar::<i64>(&path, "PRAGMA user_version"), SCHEMA_VERSION);
+    assert_eq!(SCHEMA_VERSION, 2);
+    let key = ["limit:ask:docs:1:20000".to_owned()];
+    let counts = store.get(&key, deadline());
+    assert_eq!(counts.await.unwrap(), vec![7], "a count was lost");
+    let claim = store.claim(
+        "github-delivery:abc",
+        "token",
+        std::time::Duration::from_secs(60),
+        deadline(),
+    );
+    assert_eq!(
+        claim.await.unwrap(),
+        Claim::Held,
+        "a delivery seen before the upgrade must stay a duplicate"
+    );
+    assert_eq!(scalar::<i64>(&path, "SELECT count(*) FROM counters"), 1);
+    assert_eq!(
+        scalar::<String>(&path, "SELECT value || ' ' || expires_at FROM marks"),
+        "done 32503680000000",
+        "the old mark moved to the marks table as done, keeping its expiry"
+    );
+    drop(store);
+    let reopened = SqliteStore::open(&path).unwrap();
+    let counts = reopened.get(&key, deadline());
+    assert_eq!(
+        counts.await.unwrap(),
+        vec![7],
+        "a second open changed the file"
+    );
+}
+
+#[test]
+fn a_version_2_file_without_its_marks_table_is_refused() {
+    let dir = dir();
+    let v1_tables = VERSION_1.replace("PRAGMA user_version = 1;", "PRAGMA user_version = 2;");
+    let path = database(
+        &dir,
+        &format!("PRAGMA application_id = {APPLICATION_ID}; {v1_tables}"),
+    );
+    assert!(matches!(open_error(&path), Error::ForeignDatabase { .. }));
 }
 
 #[test]

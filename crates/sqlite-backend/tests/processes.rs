@@ -13,7 +13,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_core::{Counter, CounterStore, Limiter, ManualClock, Rule, Window};
+use tollgate_core::{Counter, CounterStore, Deadline, Limiter, ManualClock, Rule, Window};
 use tollgate_sqlite::SqliteStore;
 
 const ROLE: &str = "TOLLGATE_SQLITE_CHILD_ROLE";
@@ -93,11 +93,22 @@ async fn child(role: &str) {
     }
 }
 
+/// The rule both racers check, keyed by one part.
+fn race_rule() -> Rule {
+    Rule::new("race", MAX, Window::DAY)
+        .and_then(|rule| rule.with_key(&["key"]))
+        .unwrap()
+}
+
+/// A generous deadline for a direct store call.
+fn deadline() -> Deadline {
+    Deadline::after(Duration::from_secs(10))
+}
+
 /// Says READY, waits for GO on stdin, runs TASKS tasks of ROUNDS checks
 /// each and prints how many were allowed.
 async fn race(store: SqliteStore, key: &str, reserve: bool) {
-    let rule = Rule::new("race", MAX, Window::DAY).unwrap();
-    let limit = rule.limit(&[key]).unwrap();
+    let limit = race_rule().limit(&[key]).unwrap();
     let limiter = Limiter::with_parts(store, ManualClock::new(RACE_TIME));
     println!("READY");
     let mut go = String::new();
@@ -133,6 +144,7 @@ async fn burst(store: SqliteStore, key: &str) {
     let counter = Counter {
         key: key.to_owned(),
         ttl: Duration::from_secs(3_600),
+        cost: 1,
         max: u64::MAX,
     };
     let mut tasks = tokio::task::JoinSet::new();
@@ -140,7 +152,10 @@ async fn burst(store: SqliteStore, key: &str) {
         let (store, counter) = (Arc::clone(&store), counter.clone());
         tasks.spawn(async move {
             loop {
-                let count = match store.increment(std::slice::from_ref(&counter)).await {
+                let count = match store
+                    .count(std::slice::from_ref(&counter), deadline())
+                    .await
+                {
                     Ok(counts) => counts[0],
                     Err(err) => return err,
                 };
@@ -210,12 +225,11 @@ async fn two_processes_race(reserve: bool) {
     );
 
     let store = SqliteStore::open(&file).unwrap();
-    let rule = Rule::new("race", MAX, Window::DAY).unwrap();
-    let counter_key = rule
+    let counter_key = race_rule()
         .limit(&[key.as_str()])
         .unwrap()
         .counter_key(Window::DAY.index(RACE_TIME.as_secs()));
-    let stored = store.get(&[counter_key]).await.unwrap()[0];
+    let stored = store.get(&[counter_key], deadline()).await.unwrap()[0];
     let expected = if reserve { MAX } else { 2 * ATTEMPTS };
     assert_eq!(stored, expected, "every check was counted once");
 }
@@ -242,7 +256,7 @@ async fn counts_acknowledged_before_a_kill_survive_it() {
     }
 
     let store = SqliteStore::open(&file).unwrap();
-    let stored = store.get(&[key]).await.unwrap()[0];
+    let stored = store.get(&[key], deadline()).await.unwrap()[0];
     assert!(
         stored >= acknowledged,
         "the child acknowledged count {acknowledged}, the file kept {stored}"

@@ -2,7 +2,13 @@
 //!
 //! Each server runs in its own temporary directory and is killed by its
 //! process id when dropped. Nothing here uses port 6379 or any server that
-//! happens to be listening. To run the tests against an existing server
+//! happens to be listening: a free port is only a guess (another test may
+//! take it before the server binds it), so a server is only used once the
+//! process answering on its TCP port is proved to be the one started here:
+//! the server also listens on a unix socket in its own directory, and the
+//! `process_id` and `run_id` that `INFO server` reports on the port must be
+//! the child's and the socket's. Otherwise it is stopped and another port
+//! tried. To run the tests against an existing server
 //! instead, set [`URL_VAR`] (`TOLLGATE_TEST_REDIS_URL`) to its URL; tests
 //! that stop, restart or freeze the server then fail, since they need a
 //! private one.
@@ -16,9 +22,10 @@
 //! # let _ = url;
 //! ```
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -29,6 +36,9 @@ pub const URL_VAR: &str = "TOLLGATE_TEST_REDIS_URL";
 
 /// How long a server may take to answer `PING` after it is started.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Limit on each read of a readiness or identity check.
+const IO_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// How a private server is configured.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -108,29 +118,43 @@ impl RedisServer {
                 target: Target::External(url.trim().to_owned()),
             };
         }
-        let dir = tempfile::Builder::new()
-            .prefix("tollgate-redis-")
-            .tempdir()
-            .unwrap_or_else(|e| panic!("cannot create a directory for redis-server: {e}"));
         let mut last_error = String::new();
         // A free port can be taken by someone else before the server binds it.
-        for _ in 0..5 {
-            let port = free_port();
-            match launch(dir.path(), port, &options) {
-                Ok(child) => {
-                    return RedisServer {
-                        target: Target::Private(Private {
-                            child: Some(child),
-                            port,
-                            options,
-                            dir,
-                        }),
-                    };
-                }
+        for _ in 0..10 {
+            match RedisServer::start_on(free_port(), options.clone()) {
+                Ok(server) => return server,
                 Err(error) => last_error = error,
             }
         }
         panic!("redis-server did not start: {last_error}");
+    }
+
+    /// Starts a private server with `options` on `port` (ignoring
+    /// [`URL_VAR`]); [`start_with`](RedisServer::start_with) calls it with
+    /// free ports until one works.
+    ///
+    /// # Errors
+    ///
+    /// When the server does not start, or when the process answering on
+    /// `port` is not the one started here (another server holds the port).
+    ///
+    /// # Panics
+    ///
+    /// When `redis-server` is not on `PATH` or no directory can be made.
+    pub fn start_on(port: u16, options: RedisServerOptions) -> Result<RedisServer, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("tollgate-redis-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a directory for redis-server: {e}"));
+        let child = launch(dir.path(), port, &options)?;
+        Ok(RedisServer {
+            target: Target::Private(Private {
+                child: Some(child),
+                port,
+                options,
+                dir,
+            }),
+        })
     }
 
     /// The server's URL, `redis://127.0.0.1:<port>` for a private one.
@@ -174,6 +198,12 @@ impl RedisServer {
             Target::Private(p) => Some(p.dir.path()),
             Target::External(_) => None,
         }
+    }
+
+    /// The private server's unix socket, in its directory: reachable by
+    /// this test alone.
+    pub fn socket(&self) -> Option<PathBuf> {
+        self.dir().map(socket_path)
     }
 
     /// The private server's process id, while it runs.
@@ -283,11 +313,23 @@ fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("cannot find a free loopback port: {e}"))
 }
 
-/// Starts `redis-server` on `port` in `dir` and waits until it answers.
+/// The unix socket of the server in `dir`.
+fn socket_path(dir: &Path) -> PathBuf {
+    dir.join("redis.sock")
+}
+
+/// Starts `redis-server` on `port` in `dir`, waits until it answers on its
+/// unix socket, and checks that the server answering on `port` is this
+/// child; on any failure the child is killed.
 fn launch(dir: &Path, port: u16, options: &RedisServerOptions) -> Result<Child, String> {
+    let socket = socket_path(dir);
+    let _ = std::fs::remove_file(&socket);
     let mut command = Command::new("redis-server");
     command
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .arg("--unixsocket")
+        .arg(&socket)
+        .args(["--unixsocketperm", "700"])
         .args(["--save", "", "--daemonize", "no", "--logfile", "redis.log"])
         .args(["--appendonly", if options.durable { "yes" } else { "no" }]);
     if options.durable {
@@ -310,32 +352,107 @@ fn launch(dir: &Path, port: u16, options: &RedisServerOptions) -> Result<Child, 
         Err(e) => panic!("cannot start redis-server: {e}"),
     };
     let started = Instant::now();
+    let fail = |child: &mut Child, error: String| {
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(error)
+    };
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             return Err(format!("it exited ({status}); its log:\n{}", log_tail(dir)));
         }
-        if ping(port) {
-            return Ok(child);
+        if ping(unix(&socket).ok()) {
+            break;
         }
         if started.elapsed() > READY_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
+            let error = format!(
                 "it did not answer PING within {READY_TIMEOUT:?}; its log:\n{}",
                 log_tail(dir)
-            ));
+            );
+            return fail(&mut child, error);
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    let ours = unix(&socket).and_then(identity);
+    let ours = match ours {
+        Ok(ours) if ours.pid == child.id() => ours,
+        Ok(other) => {
+            let error = format!("its socket is answered by pid {}", other.pid);
+            return fail(&mut child, error);
+        }
+        Err(e) => return fail(&mut child, format!("INFO on its socket failed: {e}")),
+    };
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let on_port = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
+        .and_then(|stream| stream.set_read_timeout(Some(IO_TIMEOUT)).map(|()| stream))
+        .map_err(|e| e.to_string())
+        .and_then(identity);
+    match on_port {
+        Ok(found) if found == ours => Ok(child),
+        Ok(found) => {
+            let error = format!(
+                "port {port} is answered by another redis-server (pid {}), not ours (pid {})",
+                found.pid, ours.pid
+            );
+            fail(&mut child, error)
+        }
+        Err(e) => fail(&mut child, format!("INFO on port {port} failed: {e}")),
+    }
 }
 
-/// Whether a server on `port` answers `PING` with `PONG` (not `LOADING`).
-fn ping(port: u16) -> bool {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(100)) else {
+/// A connection to the unix socket at `path`, with a read timeout (a server
+/// that stops answering, frozen by its test, must not hang this one).
+fn unix(path: &Path) -> Result<UnixStream, String> {
+    let stream = UnixStream::connect(path).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    Ok(stream)
+}
+
+/// Who a server is: its process and its run (a restart gets a new run id).
+#[derive(Debug, PartialEq, Eq)]
+struct Identity {
+    pid: u32,
+    run_id: String,
+}
+
+/// The `process_id` and `run_id` that `INFO server` reports on `stream`.
+fn identity<S: Read + Write>(mut stream: S) -> Result<Identity, String> {
+    stream
+        .write_all(b"INFO server\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(stream);
+    let mut header = String::new();
+    reader.read_line(&mut header).map_err(|e| e.to_string())?;
+    let len: usize = header
+        .strip_prefix('$')
+        .and_then(|n| n.trim_end().parse().ok())
+        .ok_or_else(|| format!("INFO answered {header:?}"))?;
+    let mut body = vec![0_u8; len];
+    reader.read_exact(&mut body).map_err(|e| e.to_string())?;
+    let body = String::from_utf8_lossy(&body);
+    let field = |name: &str| {
+        body.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+            .map(str::to_owned)
+            .ok_or_else(|| format!("INFO server has no {name}"))
+    };
+    let pid = field("process_id")?
+        .parse()
+        .map_err(|_| "process_id is not a number".to_owned())?;
+    Ok(Identity {
+        pid,
+        run_id: field("run_id")?,
+    })
+}
+
+/// Whether the server on `stream` answers `PING` with `PONG` (not `LOADING`).
+fn ping<S: Read + Write>(stream: Option<S>) -> bool {
+    let Some(mut stream) = stream else {
         return false;
     };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
     if stream.write_all(b"PING\r\n").is_err() {
         return false;
     }

@@ -10,12 +10,15 @@ use crate::support::{clock, limiter, ok, rule, unique};
 pub async fn racing_callers_allow_exactly_max<H: Harness>(harness: &H) {
     const MAX: u64 = 25;
     const CALLERS: usize = 120;
-    let clock = clock();
+    let clock = clock(harness);
     let limiters = [
         limiter(harness.open().await, &clock),
         limiter(harness.open().await, &clock),
     ];
-    let limit = ok(rule("race", MAX, Window::HOUR, 1).limit(&[unique()]), "limit");
+    let limit = ok(
+        rule("race", MAX, Window::HOUR, 1).limit(&[unique()]),
+        "limit",
+    );
     let allowed = race(&limiters, CALLERS, move |limiter| {
         let limit = limit.clone();
         async move { ok(limiter.count(&[limit]).await, "count").is_allowed() }
@@ -33,6 +36,21 @@ where
     F: Fn(Limiter) -> Fut,
     Fut: std::future::Future<Output = bool> + Send + 'static,
 {
+    race_all(limiters, callers, call)
+        .await
+        .into_iter()
+        .filter(|allowed| *allowed)
+        .count()
+}
+
+/// Runs `callers` calls of `call` at once, spread over `limiters`, released
+/// together by a barrier; what each returned, in order.
+pub(super) async fn race_all<F, Fut, T>(limiters: &[Limiter], callers: usize, call: F) -> Vec<T>
+where
+    F: Fn(Limiter) -> Fut,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
     let start = std::sync::Arc::new(tokio::sync::Barrier::new(callers));
     let tasks: Vec<_> = (0..callers)
         .map(|i| {
@@ -44,11 +62,9 @@ where
             })
         })
         .collect();
-    let mut allowed = 0;
+    let mut results = Vec::with_capacity(callers);
     for task in tasks {
-        if ok(task.await, "racing task") {
-            allowed += 1;
-        }
+        results.push(ok(task.await, "racing task"));
     }
-    allowed
+    results
 }

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use tollgate_core::{Counter, CounterStore, Window};
 
+use crate::Harness;
 use crate::support::{clock, deadline, limiter, ok, rule, unique};
-use crate::{Expiry, Harness};
 
 fn counter(key: &str, ttl: u64) -> Counter {
     Counter {
@@ -26,17 +26,29 @@ pub async fn increment_counts_each_counter_of_a_batch<H: Harness>(harness: &H) {
     assert_eq!(ok(store.count(&one, deadline()).await, "count"), [1]);
     assert_eq!(ok(store.count(&one, deadline()).await, "count"), [2]);
     let all: Vec<Counter> = keys.iter().map(|k| counter(k, 60)).collect();
-    assert_eq!(ok(store.count(&all, deadline()).await, "count"), [3, 1, 1, 1]);
-    assert_eq!(ok(store.count(&all[2..], deadline()).await, "count"), [2, 2]);
+    assert_eq!(
+        ok(store.count(&all, deadline()).await, "count"),
+        [3, 1, 1, 1]
+    );
+    assert_eq!(
+        ok(store.count(&all[2..], deadline()).await, "count"),
+        [2, 2]
+    );
     let mut read = keys.clone();
     read.push(format!("limit:batch:{id}:absent:1"));
-    assert_eq!(ok(store.get(&read, deadline()).await, "get"), [3, 1, 2, 2, 0]);
-    assert_eq!(ok(store.get(&[], deadline()).await, "get"), Vec::<u64>::new());
+    assert_eq!(
+        ok(store.get(&read, deadline()).await, "get"),
+        [3, 1, 2, 2, 0]
+    );
+    assert_eq!(
+        ok(store.get(&[], deadline()).await, "get"),
+        Vec::<u64>::new()
+    );
 }
 
 /// `remaining` reports what is left without spending anything.
 pub async fn remaining_reads_without_spending<H: Harness>(harness: &H) {
-    let clock = clock();
+    let clock = clock(harness);
     let limiter = limiter(harness.open().await, &clock);
     let limits = [ok(
         rule("peek", 5, Window::HOUR, 1).limit(&[unique()]),
@@ -60,7 +72,7 @@ pub async fn remaining_reads_without_spending<H: Harness>(harness: &H) {
 
 /// `reset` clears one principal's counter for the current window, and only it.
 pub async fn reset_clears_the_current_window<H: Harness>(harness: &H) {
-    let clock = clock();
+    let clock = clock(harness);
     let limiter = limiter(harness.open().await, &clock);
     let r = rule("operator", 2, Window::DAY, 2);
     let id = unique();
@@ -83,56 +95,4 @@ pub async fn reset_clears_the_current_window<H: Harness>(harness: &H) {
         1,
         "another principal's counter was touched"
     );
-}
-
-/// Every counter has a lifetime, never more than two windows, whichever way
-/// it was written; a de-duplication mark lives no longer than asked.
-pub async fn every_counter_expires_within_two_windows<H: Harness>(harness: &H) {
-    let store = harness.open().await;
-    let clock = clock();
-    let limiter = limiter(harness.open().await, &clock);
-    let id = unique();
-    let windows = [Window::MINUTE, Window::HOUR, Window::DAY];
-    let counted: Vec<_> = windows
-        .iter()
-        .map(|w| {
-            ok(
-                rule(&format!("ttl{}", w.secs()), 1, *w, 2).limit(&[&id, "count"]),
-                "limit",
-            )
-        })
-        .collect();
-    let reserved: Vec<_> = windows
-        .iter()
-        .map(|w| {
-            ok(
-                rule(&format!("ttl{}", w.secs()), 1, *w, 2).limit(&[&id, "reserve"]),
-                "limit",
-            )
-        })
-        .collect();
-    for _ in 0..2 {
-        ok(limiter.count(&counted).await, "count");
-        ok(limiter.reserve(&reserved).await, "reserve");
-    }
-    let now = tollgate_core::Clock::now(&clock).as_secs();
-    for limit in counted.iter().chain(&reserved) {
-        let window = limit.rule().window();
-        let key = limit.counter_key(window.index(now));
-        match harness.expiry(&key).await {
-            Expiry::In(left) => assert!(
-                !left.is_zero() && left <= window.duration() * 2,
-                "{key} lives {left:?}, over two windows of {window}"
-            ),
-            other => panic!("{key} must have a lifetime, found {other:?}"),
-        }
-    }
-    let mark = format!("dedup:{id}");
-    let claim = store.claim(&mark, "token", Duration::from_secs(90), deadline());
-    assert_eq!(ok(claim.await, "claim"), tollgate_core::Claim::Acquired);
-    match harness.expiry(&mark).await {
-        Expiry::In(left) => assert!(!left.is_zero() && left <= Duration::from_secs(90)),
-        other => panic!("{mark} must have a lifetime, found {other:?}"),
-    }
-    assert_eq!(harness.expiry(&format!("absent:{id}")).await, Expiry::Absent);
 }

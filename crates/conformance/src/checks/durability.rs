@@ -8,7 +8,7 @@ use crate::support::{clock, limiter, ok, rule, unique};
 /// Dropping every client and opening new ones on the same storage loses no
 /// count: counted and reserved calls and de-duplication marks are all intact.
 pub async fn counts_survive_a_restart<H: Harness>(harness: &H) {
-    let clock = clock();
+    let clock = clock(harness);
     let id = unique();
     let counted = [ok(
         rule("restart", 10, Window::DAY, 2).limit(&[&id, "count"]),

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use tollgate_core::{CounterStore, ManualClock, Visitor, Window};
 
 use crate::Harness;
-use crate::support::{block_on, deadline, limiter, ok, rule, runner, unique};
+use crate::support::{block_on, clock, deadline, limiter, ok, rule, runner, unique};
 
 /// 2025-11-29T00:00:00Z is UTC day 20421.
 const DAY_20421: u64 = 20_421 * 86_400;
@@ -39,7 +39,10 @@ pub async fn golden_key_vectors<H: Harness>(harness: &H) {
         "limit",
     );
     assert_eq!(all.counter_key(20_421), "limit:ask-all:20421");
-    let github = ok(rule("github", 60, Window::HOUR, 1).limit(&["acme"]), "limit");
+    let github = ok(
+        rule("github", 60, Window::HOUR, 1).limit(&["acme"]),
+        "limit",
+    );
     assert_eq!(
         github.counter_key(Window::HOUR.index(DAY_20421 + 3_599)),
         "limit:github:acme:490104"
@@ -74,7 +77,9 @@ fn part() -> impl Strategy<Value = String> {
 /// their counts apart.
 pub async fn principals_never_share_a_counter<H: Harness>(harness: &H) {
     // A rule takes a fixed number of parts; rules of 1 to 4 parts here.
-    let rules: Vec<_> = (0..5).map(|n| rule("iso", 1_000, Window::HOUR, n)).collect();
+    let rules: Vec<_> = (0..5)
+        .map(|n| rule("iso", 1_000, Window::HOUR, n))
+        .collect();
     let pairs = (1..4usize)
         .prop_flat_map(|n| (vec(part(), n), vec(part(), n)))
         .prop_filter("distinct", |(a, b)| a != b);
@@ -90,7 +95,7 @@ pub async fn principals_never_share_a_counter<H: Harness>(harness: &H) {
     });
     ok(keys, "distinct parts give distinct keys");
 
-    let clock = ManualClock::starting_now();
+    let clock = clock(harness);
     let limiter = limiter(harness.open().await, &clock);
     let stored = runner(32).run(&pairs, |(a, b)| {
         let run = unique();

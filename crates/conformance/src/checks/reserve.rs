@@ -9,7 +9,7 @@ use crate::support::{clock, limiter, ok, rule, unique};
 /// A refused reservation changes no counter: a caller hammering past their
 /// own limit cannot drain a shared one.
 pub async fn refused_reservation_changes_no_counter<H: Harness>(harness: &H) {
-    let clock = clock();
+    let clock = clock(harness);
     let limiter = limiter(harness.open().await, &clock);
     let id = unique();
     let own = ok(
@@ -67,7 +67,7 @@ pub async fn refused_reservation_changes_no_counter<H: Harness>(harness: &H) {
 pub async fn racing_reservations_allow_exactly_max<H: Harness>(harness: &H) {
     const MAX: u64 = 20;
     const CALLERS: usize = 100;
-    let clock = clock();
+    let clock = clock(harness);
     let limiters = [
         limiter(harness.open().await, &clock),
         limiter(harness.open().await, &clock),

@@ -1,4 +1,4 @@
-//! Window math and what the limiter reports about it.
+//! Windows: what the limiter reports about them, and the next one.
 
 use std::time::Duration;
 
@@ -8,32 +8,11 @@ use tollgate_core::{Clock, Window};
 use crate::Harness;
 use crate::support::{block_on, clock, limiter, ok, rule, runner, unique};
 
-/// Pure window math: the index is monotone in time, every instant of
-/// `[k·w, (k+1)·w)` maps to `k`, and `0 < retry_after ≤ w` lands on the next window.
-pub async fn window_math_properties<H: Harness>(_harness: &H) {
-    let strategy = (1..=Window::MAX_SECS, 0..(1u64 << 42), 0..(1u64 << 20));
-    let result = runner(2_048).run(&strategy, |(secs, t, dt)| {
-        let w = Window::from_secs(secs).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let k = w.index(t);
-        prop_assert!(w.start(k) <= t && t < w.end(k));
-        prop_assert_eq!(w.index(w.start(k)), k);
-        prop_assert_eq!(w.index(w.end(k) - 1), k);
-        prop_assert_eq!(w.index(w.end(k)), k + 1);
-        prop_assert!(w.index(t) <= w.index(t + dt), "index must be monotone");
-        let wait = w.retry_after(t);
-        prop_assert!(0 < wait && wait <= secs);
-        prop_assert_eq!(t + wait, w.end(k));
-        prop_assert_eq!(w.index(t + wait), k + 1);
-        Ok(())
-    });
-    ok(result, "window math");
-}
-
 /// After `n` counted calls on a fresh key, `remaining = max - n`, and the
 /// call is over exactly when `n > max`.
 pub async fn remaining_is_max_minus_count<H: Harness>(harness: &H) {
     let store = harness.open().await;
-    let clock = clock();
+    let clock = clock(harness);
     let limiter = limiter(store, &clock);
     let result = runner(24).run(&(1..12u64, 1..16u64), |(max, n)| {
         let limit = rule("remaining", max, Window::HOUR, 1).limit(&[unique()]);
@@ -54,9 +33,12 @@ pub async fn remaining_is_max_minus_count<H: Harness>(harness: &H) {
 /// A new window starts from zero: a caller limited in one minute is allowed
 /// in the next, and was told to wait exactly until then.
 pub async fn next_window_starts_fresh<H: Harness>(harness: &H) {
-    let clock = clock();
+    let clock = clock(harness);
     let limiter = limiter(harness.open().await, &clock);
-    let limit = ok(rule("fresh", 2, Window::MINUTE, 1).limit(&[unique()]), "limit");
+    let limit = ok(
+        rule("fresh", 2, Window::MINUTE, 1).limit(&[unique()]),
+        "limit",
+    );
     let limits = [limit];
     for _ in 0..2 {
         assert!(ok(limiter.count(&limits).await, "count").is_allowed());
@@ -76,7 +58,7 @@ pub async fn next_window_starts_fresh<H: Harness>(harness: &H) {
 /// When several limits are over, the diagnostic names the one whose window
 /// resets last, and its wait.
 pub async fn limited_names_the_longest_wait<H: Harness>(harness: &H) {
-    let clock = clock();
+    let clock = clock(harness);
     let limiter = limiter(harness.open().await, &clock);
     let id = unique();
     let limits = [

@@ -1,0 +1,299 @@
+//! [`Flawed`]: the memory store with one rule of the contract broken.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate_core::{
+    Claim, Counter, CounterStore, Deadline, MAX_COUNT, Reservation, StoreError, async_trait,
+};
+use tollgate_memory::MemoryStore;
+
+/// One broken rule of the store contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flaw {
+    /// None: the wrapper passes every check (the control).
+    None,
+    /// Not a flaw either: every increment gives the counter a fresh
+    /// lifetime of its ttl (as Redis `PEXPIRE` on each count does), which
+    /// the contract allows; a second control.
+    RenewsTtlOnIncrement,
+    /// Counts, reserves and refunds 1, whatever the cost.
+    CostIsOne,
+    /// A count past 2^53 wraps around instead of saturating.
+    CountWraps,
+    /// A refund of more than the count wraps below zero (read as 2^53).
+    RefundWraps,
+    /// A refund of an absent counter creates it, at 0.
+    RefundCreates,
+    /// A refund gives the counter a fresh lifetime of its ttl.
+    RefundRenewsTtl,
+    /// Every counter lives 60 s, whatever its ttl.
+    TtlSixty,
+    /// Every counter lives twice its ttl (still within two windows).
+    TtlDoubled,
+    /// A refused reservation still adds the costs that fit.
+    ReservePartial,
+    /// A reservation adds every cost, whatever the max.
+    ReserveIgnoresMax,
+    /// Every window's counter of a key is one counter.
+    MergesWindows,
+    /// A claim finds its own token held.
+    ClaimHeldForOwnToken,
+    /// A claim overwrites any mark (SET without NX).
+    ClaimOverwrites,
+    /// A mark lives a day, whatever the lease.
+    LeaseNeverEnds,
+    /// Finishing overwrites another token's mark.
+    FinishOverwrites,
+    /// Releasing deletes any token's mark.
+    ReleaseDeletesOthers,
+    /// Releasing does nothing.
+    ReleaseNever,
+}
+
+/// The memory store, broken by `flaw`. Every call holds one lock, so the
+/// flaws built of several inner calls are still atomic.
+#[derive(Clone, Debug)]
+pub(crate) struct Flawed {
+    pub(crate) inner: MemoryStore,
+    pub(crate) flaw: Flaw,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Flawed {
+    /// `inner` broken by `flaw`.
+    pub(crate) fn new(inner: MemoryStore, flaw: Flaw) -> Flawed {
+        Flawed {
+            inner,
+            flaw,
+            lock: Arc::default(),
+        }
+    }
+
+    fn counters(&self, counters: &[Counter]) -> Vec<Counter> {
+        counters
+            .iter()
+            .map(|c| {
+                let mut c = c.clone();
+                match self.flaw {
+                    Flaw::CostIsOne => c.cost = 1,
+                    Flaw::TtlSixty => c.ttl = Duration::from_secs(60),
+                    Flaw::TtlDoubled => c.ttl *= 2,
+                    Flaw::MergesWindows => c.key = merged(&c.key),
+                    _ => {}
+                }
+                c
+            })
+            .collect()
+    }
+
+    async fn get_one(&self, key: &str, deadline: Deadline) -> Result<u64, StoreError> {
+        let counts = self.inner.get(&[key.to_owned()], deadline).await?;
+        Ok(counts.first().copied().unwrap_or(0))
+    }
+
+    /// Sets `counter.key` to `count` by deleting and counting it again.
+    async fn set(
+        &self,
+        counter: &Counter,
+        count: u64,
+        deadline: Deadline,
+    ) -> Result<(), StoreError> {
+        self.inner.delete(&counter.key, deadline).await?;
+        if count > 0 {
+            let again = Counter {
+                cost: count,
+                ..counter.clone()
+            };
+            self.inner.count(&[again], deadline).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The key without its window index.
+fn merged(key: &str) -> String {
+    key.rsplit_once(':')
+        .map_or(key, |(head, _)| head)
+        .to_owned()
+}
+
+#[async_trait]
+impl CounterStore for Flawed {
+    async fn count(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let _one = self.lock.lock().await;
+        let counters = self.counters(counters);
+        if self.flaw == Flaw::RenewsTtlOnIncrement {
+            let counts = self.inner.count(&counters, deadline).await?;
+            for (c, &count) in counters.iter().zip(&counts) {
+                self.set(c, count, deadline).await?;
+            }
+            return Ok(counts);
+        }
+        if self.flaw != Flaw::CountWraps {
+            return self.inner.count(&counters, deadline).await;
+        }
+        let mut counts = Vec::new();
+        for c in &counters {
+            let count = (self.get_one(&c.key, deadline).await? + c.cost) % MAX_COUNT;
+            self.set(c, count, deadline).await?;
+            counts.push(count);
+        }
+        Ok(counts)
+    }
+
+    async fn reserve(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Reservation, StoreError> {
+        let _one = self.lock.lock().await;
+        let counters = self.counters(counters);
+        match self.flaw {
+            Flaw::ReserveIgnoresMax => {
+                let counts = self.inner.count(&counters, deadline).await?;
+                Ok(Reservation {
+                    applied: true,
+                    counts,
+                })
+            }
+            Flaw::ReservePartial => {
+                let reply = self.inner.reserve(&counters, deadline).await?;
+                if !reply.applied {
+                    for c in &counters {
+                        self.inner
+                            .reserve(std::slice::from_ref(c), deadline)
+                            .await?;
+                    }
+                }
+                Ok(reply)
+            }
+            Flaw::RenewsTtlOnIncrement => {
+                let reply = self.inner.reserve(&counters, deadline).await?;
+                if reply.applied {
+                    for (c, &count) in counters.iter().zip(&reply.counts) {
+                        self.set(c, count, deadline).await?;
+                    }
+                }
+                Ok(reply)
+            }
+            _ => self.inner.reserve(&counters, deadline).await,
+        }
+    }
+
+    async fn refund(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let _one = self.lock.lock().await;
+        let counters = self.counters(counters);
+        let mut counts = Vec::new();
+        for c in &counters {
+            let before = self.get_one(&c.key, deadline).await?;
+            let exists = self.inner.expiry(&c.key).is_some();
+            let one = std::slice::from_ref(c);
+            let after = match self.flaw {
+                Flaw::RefundWraps if c.cost > before => {
+                    self.set(c, MAX_COUNT, deadline).await?;
+                    MAX_COUNT
+                }
+                Flaw::RefundCreates if !exists => {
+                    let probe = Counter {
+                        cost: 1,
+                        ..c.clone()
+                    };
+                    self.inner
+                        .count(std::slice::from_ref(&probe), deadline)
+                        .await?;
+                    self.inner
+                        .refund(std::slice::from_ref(&probe), deadline)
+                        .await?;
+                    0
+                }
+                Flaw::RefundRenewsTtl if exists => {
+                    let after = c.refunded_from(before);
+                    self.set(c, after, deadline).await?;
+                    after
+                }
+                _ => self.inner.refund(one, deadline).await?[0],
+            };
+            counts.push(after);
+        }
+        Ok(counts)
+    }
+
+    async fn get(&self, keys: &[String], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
+        let _one = self.lock.lock().await;
+        if self.flaw == Flaw::MergesWindows {
+            let keys: Vec<String> = keys.iter().map(|k| merged(k)).collect();
+            return self.inner.get(&keys, deadline).await;
+        }
+        self.inner.get(keys, deadline).await
+    }
+
+    async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
+        let _one = self.lock.lock().await;
+        if self.flaw == Flaw::MergesWindows {
+            return self.inner.delete(&merged(key), deadline).await;
+        }
+        self.inner.delete(key, deadline).await
+    }
+
+    async fn claim(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<Claim, StoreError> {
+        let _one = self.lock.lock().await;
+        let existed = self.inner.expiry(key).is_some();
+        match self.flaw {
+            Flaw::ClaimHeldForOwnToken if existed => Ok(Claim::Held),
+            Flaw::ClaimOverwrites => {
+                self.inner.delete(key, deadline).await?;
+                self.inner.claim(key, token, ttl, deadline).await
+            }
+            Flaw::LeaseNeverEnds => {
+                let day = Duration::from_secs(86_400);
+                self.inner.claim(key, token, day, deadline).await
+            }
+            _ => self.inner.claim(key, token, ttl, deadline).await,
+        }
+    }
+
+    async fn finish(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let _one = self.lock.lock().await;
+        let done = self.inner.finish(key, token, ttl, deadline).await?;
+        if !done && self.flaw == Flaw::FinishOverwrites {
+            self.inner.delete(key, deadline).await?;
+            return self.inner.finish(key, token, ttl, deadline).await;
+        }
+        Ok(done)
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        token: &str,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let _one = self.lock.lock().await;
+        match self.flaw {
+            Flaw::ReleaseDeletesOthers => self.inner.delete(key, deadline).await,
+            Flaw::ReleaseNever => Ok(false),
+            _ => self.inner.release(key, token, deadline).await,
+        }
+    }
+}

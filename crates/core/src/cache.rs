@@ -1,0 +1,194 @@
+//! [`LocalCache`]: full counters remembered in bounded memory, so that a
+//! call that cannot fit is refused without a store round trip.
+//!
+//! A counter whose window is full stays full until the window ends (counts
+//! only grow, except by a refund or an operator reset). So when a check
+//! finds a counter that cannot take its cost, the limiter remembers every
+//! counter of that check as it was seen, and refuses a later check of the
+//! same counters locally while one of them still cannot take its cost. It
+//! never admits anything: a check it cannot answer goes to the store. It
+//! may refuse a call that a refund or reset on *another* instance made room
+//! for, until the window ends; refunds and resets through this limiter
+//! clear their entries.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use crate::{Counter, observe};
+
+/// A bounded map of counter keys to the count last seen, oldest evicted first.
+#[derive(Debug)]
+pub(crate) struct LocalCache {
+    capacity: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Counter key → (count last seen, the Unix second its window ends).
+    seen: HashMap<String, (u64, u64)>,
+    /// Keys in the order they were first remembered.
+    order: VecDeque<String>,
+}
+
+impl LocalCache {
+    /// A cache holding at most `capacity` counters.
+    pub(crate) fn new(capacity: usize) -> LocalCache {
+        LocalCache {
+            capacity: capacity.max(1),
+            inner: Mutex::default(),
+        }
+    }
+
+    /// The counts last seen of every counter of a check, when every one is
+    /// known and at least one of them cannot take its cost now; `None`
+    /// otherwise (the store must answer).
+    pub(crate) fn refusal(&self, counters: &[Counter], now: u64) -> Option<Vec<u64>> {
+        let inner = self.lock();
+        if inner.seen.is_empty() {
+            return None;
+        }
+        let mut counts = Vec::with_capacity(counters.len());
+        let mut full = false;
+        for counter in counters {
+            let &(count, ends) = inner.seen.get(&counter.key)?;
+            if ends <= now {
+                return None;
+            }
+            full |= !counter.fits(count);
+            counts.push(count);
+        }
+        full.then_some(counts)
+    }
+
+    /// Notes what the store answered for a check: `counts[i]` for
+    /// `counters[i]`, each until `ends[i]`. Counters already remembered
+    /// take the new count; when the check found one of them `full`, every
+    /// counter of it is remembered.
+    pub(crate) fn note(&self, counters: &[Counter], counts: &[u64], ends: &[u64], full: bool) {
+        let mut inner = self.lock();
+        if !full && inner.seen.is_empty() {
+            return;
+        }
+        for ((counter, &count), &end) in counters.iter().zip(counts).zip(ends) {
+            match inner.seen.get_mut(&counter.key) {
+                Some(entry) => *entry = (count, end),
+                None if !full => {}
+                None => {
+                    while inner.seen.len() >= self.capacity {
+                        let Some(oldest) = inner.order.pop_front() else {
+                            break;
+                        };
+                        inner.seen.remove(&oldest);
+                    }
+                    inner.seen.insert(counter.key.clone(), (count, end));
+                    inner.order.push_back(counter.key.clone());
+                }
+            }
+        }
+        observe::cache_entries(inner.seen.len());
+    }
+
+    /// Forgets `keys` (after a refund or a reset through this limiter).
+    pub(crate) fn forget<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
+        let mut inner = self.lock();
+        let mut removed = false;
+        for key in keys {
+            removed |= inner.seen.remove(key).is_some();
+        }
+        if removed {
+            let Inner { seen, order } = &mut *inner;
+            order.retain(|k| seen.contains_key(k));
+            observe::cache_entries(seen.len());
+        }
+    }
+
+    /// How many counters are remembered.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().seen.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // Plain values: consistent even after a panic elsewhere.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn counter(key: &str, cost: u64, max: u64) -> Counter {
+        Counter {
+            key: key.into(),
+            ttl: Duration::from_secs(60),
+            cost,
+            max,
+        }
+    }
+
+    #[test]
+    fn refuses_only_what_cannot_fit_and_only_until_the_window_ends() {
+        let cache = LocalCache::new(10);
+        let full = [counter("a", 1, 5), counter("b", 1, 100)];
+        assert_eq!(cache.refusal(&full, 0), None, "nothing known");
+        cache.note(&full, &[5, 7], &[60, 60], true);
+        assert_eq!(cache.refusal(&full, 10), Some(vec![5, 7]));
+        assert_eq!(cache.refusal(&full, 60), None, "the window ended");
+        let roomy = [counter("b", 1, 100)];
+        assert_eq!(cache.refusal(&roomy, 10), None, "b alone has room");
+        let other = [counter("a", 1, 5), counter("c", 1, 100)];
+        assert_eq!(cache.refusal(&other, 10), None, "c is not known");
+        cache.forget(["a"]);
+        assert_eq!(
+            cache.refusal(&full, 10),
+            None,
+            "a refund or reset clears it"
+        );
+    }
+
+    #[test]
+    fn a_cheaper_call_that_fits_is_not_refused() {
+        let cache = LocalCache::new(10);
+        cache.note(&[counter("t", 100, 1_000)], &[950], &[60], true);
+        assert_eq!(
+            cache.refusal(&[counter("t", 100, 1_000)], 1),
+            Some(vec![950])
+        );
+        assert_eq!(cache.refusal(&[counter("t", 50, 1_000)], 1), None);
+    }
+
+    #[test]
+    fn later_answers_update_what_is_remembered_and_add_nothing_new() {
+        let cache = LocalCache::new(10);
+        cache.note(&[counter("a", 1, 5)], &[7], &[60], false);
+        assert_eq!(cache.len(), 0, "nothing full, nothing remembered");
+        cache.note(&[counter("a", 1, 5)], &[5], &[60], true);
+        cache.note(
+            &[counter("a", 1, 5), counter("b", 1, 9)],
+            &[2, 1],
+            &[60, 60],
+            false,
+        );
+        assert_eq!(cache.len(), 1, "b was not full and not known");
+        assert_eq!(
+            cache.refusal(&[counter("a", 1, 5)], 1),
+            None,
+            "a now holds 2"
+        );
+    }
+
+    #[test]
+    fn holds_at_most_its_capacity_evicting_the_oldest() {
+        let cache = LocalCache::new(3);
+        for key in ["a", "b", "c", "d"] {
+            cache.note(&[counter(key, 1, 1)], &[1], &[60], true);
+        }
+        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.refusal(&[counter("a", 1, 1)], 1), None, "evicted");
+        assert!(cache.refusal(&[counter("d", 1, 1)], 1).is_some());
+    }
+}

@@ -1,0 +1,97 @@
+//! Metrics, through the `metrics` facade: the application picks the exporter.
+//!
+//! | metric | kind | labels |
+//! |---|---|---|
+//! | `tollgate_checks_total` | counter | `rule`, `outcome`: `allowed`, `limited`, `shadow-limited`, `degraded`, `unavailable`, `answered-locally` |
+//! | `tollgate_store_call_seconds` | histogram | `store`, `op`: `count`, `reserve`, `refund`, `get`, `delete`, `claim`, `finish`, `release` |
+//! | `tollgate_store_errors_total` | counter | `store`, `kind`: `connection`, `timeout`, `busy`, `invalid-reply`, `backend` |
+//! | `tollgate_cache_entries` | gauge | |
+//!
+//! With no recorder installed every call is a no-op.
+
+use std::time::Duration;
+
+use std::sync::Arc;
+
+use crate::{Limit, StoreError, Verdict};
+
+/// Checks by rule and outcome.
+pub const CHECKS: &str = "tollgate_checks_total";
+/// Store call latency, in seconds, by store and operation.
+pub const STORE_CALL_SECONDS: &str = "tollgate_store_call_seconds";
+/// Failed store calls (each attempt), by store and kind.
+pub const STORE_ERRORS: &str = "tollgate_store_errors_total";
+/// Entries held by the local cache of full counters.
+pub const CACHE_ENTRIES: &str = "tollgate_cache_entries";
+
+/// How a check ended, for one of its rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Allowed,
+    Limited,
+    ShadowLimited,
+    Degraded,
+    Unavailable,
+    AnsweredLocally,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Limited => "limited",
+            Outcome::ShadowLimited => "shadow-limited",
+            Outcome::Degraded => "degraded",
+            Outcome::Unavailable => "unavailable",
+            Outcome::AnsweredLocally => "answered-locally",
+        }
+    }
+}
+
+/// Counts a check's outcome once per rule of the check; a shadow rule that
+/// would have refused counts as `shadow-limited`.
+pub(crate) fn check(verdict: &Verdict, local: bool) {
+    let outcome = match (verdict.is_allowed(), local) {
+        (true, _) => Outcome::Allowed,
+        (false, false) => Outcome::Limited,
+        (false, true) => Outcome::AnsweredLocally,
+    };
+    for usage in verdict.usage() {
+        let outcome = if usage.is_shadow_over() {
+            Outcome::ShadowLimited
+        } else {
+            outcome
+        };
+        count(usage.shared_name(), outcome);
+    }
+}
+
+/// Counts a failed check (`degraded` or `unavailable`) once per rule.
+pub(crate) fn failed(limits: &[Limit], outcome: Outcome) {
+    for limit in limits {
+        count(limit.rule().shared_name(), outcome);
+    }
+}
+
+fn count(rule: &Arc<str>, outcome: Outcome) {
+    let rule = metrics::SharedString::from(Arc::clone(rule));
+    metrics::counter!(CHECKS, "rule" => rule, "outcome" => outcome.as_str()).increment(1);
+}
+
+/// Records one store call attempt.
+pub(crate) fn store_call(
+    store: &'static str,
+    op: &'static str,
+    took: Duration,
+    result: Result<(), &StoreError>,
+) {
+    metrics::histogram!(STORE_CALL_SECONDS, "store" => store, "op" => op).record(took);
+    if let Err(err) = result {
+        metrics::counter!(STORE_ERRORS, "store" => store, "kind" => err.kind()).increment(1);
+    }
+}
+
+/// Sets the number of entries the local cache holds.
+pub(crate) fn cache_entries(entries: usize) {
+    metrics::gauge!(CACHE_ENTRIES).set(entries as f64);
+}

@@ -1,0 +1,261 @@
+//! The local cache of full counters, shadow rules and metrics, through the
+//! limiter over the memory store.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use tollgate_core::{
+    Claim, Clock, Counter, CounterStore, Deadline, Limit, Limiter, Mode, Policy, Reservation, Rule,
+    StoreError, Window, async_trait,
+};
+use tollgate_memory::MemoryStore;
+
+/// A clock the tests move (`ManualClock` is behind the core's `test-util`).
+#[derive(Clone, Debug)]
+struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    fn new(at: Duration) -> ManualClock {
+        ManualClock(Arc::new(AtomicU64::new(at.as_secs())))
+    }
+
+    fn advance(&self, by: Duration) {
+        self.0.fetch_add(by.as_secs(), Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Duration {
+        Duration::from_secs(self.0.load(Ordering::SeqCst))
+    }
+}
+
+/// 2026-06-15T12:00:30Z.
+const NOON: u64 = 20_619 * 86_400 + 43_230;
+
+/// The memory store, counting the counter calls it receives.
+#[derive(Debug)]
+struct Counted {
+    store: MemoryStore,
+    calls: AtomicUsize,
+}
+
+impl Counted {
+    fn hit(&self) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl CounterStore for Counted {
+    async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
+        self.hit();
+        self.store.count(c, d).await
+    }
+    async fn reserve(&self, c: &[Counter], d: Deadline) -> Result<Reservation, StoreError> {
+        self.hit();
+        self.store.reserve(c, d).await
+    }
+    async fn refund(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
+        self.hit();
+        self.store.refund(c, d).await
+    }
+    async fn get(&self, k: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {
+        self.hit();
+        self.store.get(k, d).await
+    }
+    async fn delete(&self, k: &str, d: Deadline) -> Result<bool, StoreError> {
+        self.hit();
+        self.store.delete(k, d).await
+    }
+    async fn claim(
+        &self,
+        k: &str,
+        t: &str,
+        ttl: Duration,
+        d: Deadline,
+    ) -> Result<Claim, StoreError> {
+        self.store.claim(k, t, ttl, d).await
+    }
+    async fn finish(
+        &self,
+        k: &str,
+        t: &str,
+        ttl: Duration,
+        d: Deadline,
+    ) -> Result<bool, StoreError> {
+        self.store.finish(k, t, ttl, d).await
+    }
+    async fn release(&self, k: &str, t: &str, d: Deadline) -> Result<bool, StoreError> {
+        self.store.release(k, t, d).await
+    }
+}
+
+fn rule(name: &str, max: u64, window: Window) -> Rule {
+    Rule::new(name, max, window)
+        .and_then(|r| r.with_key(&["id"]))
+        .unwrap()
+}
+
+fn limiter(clock: &ManualClock) -> (Limiter, Arc<Counted>) {
+    let store = Arc::new(Counted {
+        store: MemoryStore::with_clock(clock.clone()),
+        calls: AtomicUsize::new(0),
+    });
+    (Limiter::with_parts(store.clone(), clock.clone()), store)
+}
+
+fn calls(store: &Counted) -> usize {
+    store.calls.load(Ordering::SeqCst)
+}
+
+#[tokio::test]
+async fn refused_callers_cost_no_round_trip_and_get_the_stores_verdict() {
+    let clock = ManualClock::new(Duration::from_secs(NOON));
+    let (cached, store) = limiter(&clock);
+    let (plain, _) = limiter(&clock);
+    let plain = plain.with_cache_capacity(0);
+    let limits = |who: &str| -> Vec<Limit> {
+        vec![
+            rule("ask", 3, Window::DAY).limit(&[who]).unwrap(),
+            rule("burst", 100, Window::MINUTE).limit(&[who]).unwrap(),
+        ]
+    };
+    for limiter in [&cached, &plain] {
+        for _ in 0..3 {
+            assert!(limiter.reserve(&limits("a")).await.unwrap().is_allowed());
+        }
+    }
+    let refused = cached.reserve(&limits("a")).await.unwrap();
+    assert!(
+        !refused.is_allowed() && !refused.is_local(),
+        "the store answers first"
+    );
+    let before = calls(&store);
+    for _ in 0..50 {
+        let local = cached.reserve(&limits("a")).await.unwrap();
+        let stored = plain.reserve(&limits("a")).await.unwrap();
+        assert!(local.is_local());
+        assert_eq!(local.limited(), stored.limited(), "the same diagnostic");
+        assert_eq!(local.usage()[0].remaining(), stored.usage()[0].remaining());
+    }
+    assert_eq!(calls(&store), before, "refused calls went to the store");
+    // Counting always reaches the store; another principal is untouched.
+    let counted = cached.count(&limits("a")).await.unwrap();
+    assert!(!counted.is_allowed() && !counted.is_local());
+    assert_eq!(calls(&store), before + 1);
+    assert!(cached.reserve(&limits("b")).await.unwrap().is_allowed());
+    // A reset through this limiter clears the entry; the next window starts fresh.
+    assert!(cached.reset(&limits("a")[0]).await.unwrap());
+    assert!(cached.reserve(&limits("a")).await.unwrap().is_allowed());
+    for _ in 0..3 {
+        let _ = cached.reserve(&limits("a")).await.unwrap();
+    }
+    assert!(cached.reserve(&limits("a")).await.unwrap().is_local());
+    clock.advance(Duration::from_secs(86_400));
+    let next = cached.reserve(&limits("a")).await.unwrap();
+    assert!(next.is_allowed() && !next.is_local());
+}
+
+#[tokio::test]
+async fn a_refund_through_the_limiter_makes_room_again_at_once() {
+    let clock = ManualClock::new(Duration::from_secs(NOON));
+    let (limiter, _) = limiter(&clock);
+    let tokens = rule("tokens", 100, Window::DAY);
+    let big = [tokens.limit(&["a"]).unwrap().with_cost(90).unwrap()];
+    let spent = limiter.reserve(&big).await.unwrap();
+    assert!(spent.is_allowed());
+    assert!(!limiter.reserve(&big).await.unwrap().is_allowed());
+    assert!(limiter.reserve(&big).await.unwrap().is_local());
+    let small = [tokens.limit(&["a"]).unwrap().with_cost(10).unwrap()];
+    let fits = limiter.reserve(&small).await.unwrap();
+    assert!(
+        fits.is_allowed(),
+        "a cost that fits is never refused locally"
+    );
+    limiter.settle(&spent, "tokens", 0).await.unwrap(); // 90 back: 10 of 100 spent
+    let again = limiter.reserve(&big).await.unwrap();
+    assert!(again.is_allowed(), "the refund cleared the entry");
+}
+
+#[tokio::test]
+async fn a_shadow_rule_is_counted_and_reported_but_never_refuses() {
+    let clock = ManualClock::new(Duration::from_secs(NOON));
+    let (limiter, _) = limiter(&clock);
+    let dark = rule("dark", 1, Window::DAY).with_shadow(true);
+    let real = rule("real", 5, Window::DAY);
+    let limits = [dark.limit(&["a"]).unwrap(), real.limit(&["a"]).unwrap()];
+    let mut reported = Vec::new();
+    for mode in [Mode::Count, Mode::Count, Mode::Reserve, Mode::Reserve] {
+        let verdict = limiter
+            .check(&limits, mode, Policy::FailClosed)
+            .await
+            .unwrap();
+        assert!(verdict.is_allowed(), "{mode:?}: a shadow rule refused");
+        reported.push(verdict.shadow_limited().count());
+    }
+    assert_eq!(
+        reported,
+        [0, 1, 1, 1],
+        "over its max from the second call on"
+    );
+    let left = limiter.remaining(&limits).await.unwrap();
+    assert_eq!(
+        left[0].remaining(),
+        -3,
+        "the shadow rule was counted 4 times"
+    );
+    assert_eq!(left[1].remaining(), 1);
+}
+
+#[test]
+fn metrics_count_checks_by_rule_and_outcome() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let clock = ManualClock::new(Duration::from_secs(NOON));
+            let (limiter, _) = limiter(&clock);
+            let limits = [rule("m", 2, Window::DAY).limit(&["a"]).unwrap()];
+            for _ in 0..5 {
+                let _ = limiter.reserve(&limits).await.unwrap();
+            }
+        });
+    });
+    let mut checks = std::collections::BTreeMap::new();
+    let mut calls = 0;
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        match (key.name(), value) {
+            ("tollgate_checks_total", DebugValue::Counter(n)) => {
+                checks.insert(labels.join(","), n);
+            }
+            ("tollgate_store_call_seconds", DebugValue::Histogram(values)) => {
+                calls += values.len();
+            }
+            _ => {}
+        }
+    }
+    let expected: std::collections::BTreeMap<String, u64> = [
+        ("rule=m,outcome=allowed".to_owned(), 2),
+        ("rule=m,outcome=limited".to_owned(), 1),
+        ("rule=m,outcome=answered-locally".to_owned(), 2),
+    ]
+    .into();
+    assert_eq!(checks, expected);
+    assert_eq!(
+        calls, 3,
+        "two allowed and one refused call reached the store"
+    );
+}

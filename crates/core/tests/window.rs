@@ -1,0 +1,26 @@
+//! Window math, as properties: pure functions of the time, no store.
+
+use proptest::prelude::*;
+use tollgate_core::Window;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_048, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The index is monotone in time, every instant of `[k·w, (k+1)·w)` maps
+    /// to `k`, and `0 < retry_after ≤ w` lands on the next window.
+    #[test]
+    fn window_math_properties(secs in 1..=Window::MAX_SECS, t in 0..(1u64 << 42), dt in 0..(1u64 << 20)) {
+        let w = Window::from_secs(secs).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let k = w.index(t);
+        prop_assert!(w.start(k) <= t && t < w.end(k));
+        prop_assert_eq!(w.index(w.start(k)), k);
+        prop_assert_eq!(w.index(w.end(k) - 1), k);
+        prop_assert_eq!(w.index(w.end(k)), k + 1);
+        prop_assert!(w.index(t) <= w.index(t + dt), "index must be monotone");
+        let wait = w.retry_after(t);
+        prop_assert!(0 < wait && wait <= secs);
+        prop_assert_eq!(t + wait, w.end(k));
+        prop_assert_eq!(w.index(t + wait), k + 1);
+        prop_assert_eq!(w.reset(t), w.end(k));
+    }
+}

@@ -1,0 +1,76 @@
+//! `GET /metrics` over real HTTP: the outcome counters move as a probe
+//! spends a visitor's budget. (One test: the recorder is per process.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use reqwest::{Client, StatusCode};
+use tokio::net::TcpListener;
+use tollgate::axum::{Trust, VisitorSource};
+use tollgate::{Limiter, ManualClock, RuleSet};
+use tollgate_demo::{app, serve};
+
+/// The value of the sample `name{labels}` in a Prometheus scrape; 0 when absent.
+fn sample(scrape: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .lines()
+        .filter(|line| line.starts_with(name) && !line.starts_with('#'))
+        .find(|line| {
+            labels
+                .iter()
+                .all(|(k, v)| line.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
+    let store = tollgate::open_store("memory").unwrap();
+    let clock = ManualClock::new(Duration::from_secs(20_619 * 86_400 + 43_200));
+    let loopback = vec!["127.0.0.0/8".parse().unwrap()];
+    let router = app(
+        Limiter::with_parts(store, clock),
+        &RuleSet::defaults(),
+        VisitorSource::new(Trust::CfConnectingIp(loopback)),
+    )
+    .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(serve(listener, router, std::future::pending()));
+    let client = Client::new();
+    let scrape = || async {
+        let response = client.get(format!("http://{addr}/metrics")).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        response.text().await.unwrap()
+    };
+    let ask = || async {
+        client
+            .post(format!("http://{addr}/sites/docs/ask"))
+            .header("cf-connecting-ip", "203.0.113.9")
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    for _ in 0..15 {
+        assert_eq!(ask().await, StatusCode::OK);
+    }
+    let after_15 = scrape().await;
+    let checks = "tollgate_checks_total";
+    assert_eq!(sample(&after_15, checks, &[("rule", "ask"), ("outcome", "allowed")]), 15.0);
+    assert_eq!(sample(&after_15, checks, &[("rule", "ask-tokens"), ("outcome", "allowed")]), 15.0);
+    assert_eq!(sample(&after_15, checks, &[("rule", "ask"), ("outcome", "limited")]), 0.0);
+    for _ in 0..3 {
+        assert_eq!(ask().await, StatusCode::TOO_MANY_REQUESTS);
+    }
+    let after_18 = scrape().await;
+    // The first refusal came from the store, the next two from the cache.
+    assert_eq!(sample(&after_18, checks, &[("rule", "ask"), ("outcome", "limited")]), 1.0);
+    assert_eq!(sample(&after_18, checks, &[("rule", "ask"), ("outcome", "answered-locally")]), 2.0);
+    assert_eq!(sample(&after_18, checks, &[("rule", "ask"), ("outcome", "allowed")]), 15.0);
+    let calls = "tollgate_store_call_seconds_count";
+    assert!(sample(&after_18, calls, &[("op", "reserve")]) >= 16.0, "{after_18}");
+    assert!(after_18.contains("tollgate_cache_entries"), "{after_18}");
+}

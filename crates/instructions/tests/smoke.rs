@@ -1,0 +1,14 @@
+//! Every scenario runs (without callgrind: CI counts nothing, it only
+//! proves the measured code still works).
+
+use tollgate_instructions::Scenario;
+
+#[test]
+fn every_scenario_runs_and_is_named_uniquely() {
+    let all = Scenario::all();
+    assert_eq!(all.len(), 9);
+    for scenario in &all {
+        assert_eq!(Scenario::parse(&scenario.name()), Some(*scenario));
+        scenario.run(20);
+    }
+}
