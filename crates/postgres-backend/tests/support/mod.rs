@@ -10,12 +10,12 @@ use tollgate_postgres::{PostgresOptions, PostgresStore};
 use tollgate_test_support::postgres_server::PostgresServer;
 
 /// The binary's shared private server (started on first use).
-pub fn server() -> &'static PostgresServer {
+pub(crate) fn server() -> &'static PostgresServer {
     tokio::task::block_in_place(PostgresServer::shared)
 }
 
 /// A schema name no other test, run or process uses.
-pub fn unique_schema() -> String {
+pub(crate) fn unique_schema() -> String {
     let name: String = tollgate_test_support::unique()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -24,7 +24,7 @@ pub fn unique_schema() -> String {
 }
 
 /// A client of the test's own on `url`.
-pub async fn client(url: &str) -> Client {
+pub(crate) async fn client(url: &str) -> Client {
     let (client, connection) = tokio_postgres::connect(url, NoTls)
         .await
         .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
@@ -33,7 +33,7 @@ pub async fn client(url: &str) -> Client {
 }
 
 /// Opens a store on `url` in `schema`.
-pub async fn open(url: &str, schema: &str) -> PostgresStore {
+pub(crate) async fn open(url: &str, schema: &str) -> PostgresStore {
     PostgresStore::open_with(url, PostgresOptions::default().schema(schema))
         .await
         .unwrap_or_else(|e| panic!("open the store: {e}"))
@@ -41,7 +41,7 @@ pub async fn open(url: &str, schema: &str) -> PostgresStore {
 
 /// The remaining lifetime of `key` in `schema`, counters or marks, read
 /// from the tables by the server's clock.
-pub async fn expiry(client: &Client, schema: &str, key: &str) -> Expiry {
+pub(crate) async fn expiry(client: &Client, schema: &str, key: &str) -> Expiry {
     let sql = format!(
         "SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint \
          FROM \"{schema}\".counters WHERE key = $1 \
@@ -60,7 +60,7 @@ pub async fn expiry(client: &Client, schema: &str, key: &str) -> Expiry {
 }
 
 /// The stored count of `key` in `schema`, expired or not (None: no row).
-pub async fn stored(client: &Client, schema: &str, key: &str) -> Option<i64> {
+pub(crate) async fn stored(client: &Client, schema: &str, key: &str) -> Option<i64> {
     let sql = format!("SELECT value FROM \"{schema}\".counters WHERE key = $1");
     client
         .query_opt(&sql, &[&key.as_bytes()])
