@@ -237,7 +237,9 @@ impl Guard {
                     None => Ok(limit),
                     Some(cost) => match cost(call) {
                         Some(units) => limit.with_cost(units).map_err(Rejection::from),
-                        None => Err(Rejection::BadRequest("the call's cost is missing or malformed".into())),
+                        None => Err(Rejection::BadRequest(
+                            "the call's cost is missing or malformed".into(),
+                        )),
                     },
                 }
             })

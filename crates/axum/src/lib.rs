@@ -13,9 +13,9 @@ mod service;
 mod source;
 mod trust;
 
+pub use check::check;
 pub use error::{AddressSource, Error};
 pub use extract::ClientVisitor;
-pub use check::check;
 pub use guard::{Call, Guard, KeyPart};
 pub use network::Network;
 pub use problem::Problem;

@@ -126,7 +126,9 @@ impl From<tollgate_core::Error> for Rejection {
             Core::PartTooLong { .. } => Rejection::BadRequest(format!(
                 "a value identifying this call is longer than {MAX_PART_LEN} bytes"
             )),
-            Core::InvalidDeliveryId | Core::InvalidCost(_) => Rejection::BadRequest(err.to_string()),
+            Core::InvalidDeliveryId | Core::InvalidCost(_) => {
+                Rejection::BadRequest(err.to_string())
+            }
             other => {
                 tracing::error!(error = %other, "a rate limit check could not be built");
                 Rejection::Internal

@@ -14,9 +14,9 @@ use axum::routing::post;
 use http::{Request, StatusCode};
 use serde_json::Value;
 use tollgate_axum::{Guard, KeyPart, Trust, VisitorSource};
-use tollgate_test_support::{Fault, Faulty};
 use tollgate_core::{Limiter, ManualClock, Mode, Policy, Rule, Window};
 use tollgate_memory::MemoryStore;
+use tollgate_test_support::{Fault, Faulty};
 use tower::ServiceExt;
 
 /// 2025-11-29T23:00:00Z: one hour before the UTC day resets.
@@ -369,7 +369,11 @@ async fn a_key_of_the_wrong_arity_is_a_500_at_request_time_and_refused_at_build_
     );
     assert!(matches!(
         refused,
-        Err(tollgate_core::Error::KeyArity { expected: 1, found: 2, .. })
+        Err(tollgate_core::Error::KeyArity {
+            expected: 1,
+            found: 2,
+            ..
+        })
     ));
     let keyed = Guard::new(memory_limiter())
         .keyed(&rule("runs", 1, Window::DAY), &[KeyPart::Param("project")])
@@ -377,14 +381,17 @@ async fn a_key_of_the_wrong_arity_is_a_500_at_request_time_and_refused_at_build_
     let (router, _) = app(keyed);
     assert_eq!(post_ask(&router, "docs", "203.0.113.9").await.status(), 200);
     assert_eq!(post_ask(&router, "docs", "203.0.113.9").await.status(), 429);
-    assert_eq!(post_ask(&router, "other", "203.0.113.9").await.status(), 200);
+    assert_eq!(
+        post_ask(&router, "other", "203.0.113.9").await.status(),
+        200
+    );
 }
 
 #[tokio::test]
 async fn a_cost_from_the_request_head_is_spent_and_a_bad_one_is_a_400_spending_nothing() {
     let limiter = memory_limiter();
-    let tokens = rule("tokens", 100, Window::DAY)
-        .with_unit(tollgate_core::Unit::new("tokens").unwrap());
+    let tokens =
+        rule("tokens", 100, Window::DAY).with_unit(tollgate_core::Unit::new("tokens").unwrap());
     let guard = Guard::new(limiter.clone())
         .rule(&tokens, |call| Some(vec![call.param("project")?.into()]))
         .cost(|call| call.header("x-cost")?.parse().ok())
@@ -409,8 +416,17 @@ async fn a_cost_from_the_request_head_is_spent_and_a_bad_one_is_a_400_spending_n
     let body = json(&body_text(refused).await);
     assert_eq!(body["limit"], "tokens");
     assert_eq!(body["unit"], "tokens");
-    assert!(body["detail"].as_str().unwrap().contains("100 tokens per 1d"));
-    assert_eq!(send("40").await.unwrap().status(), 200, "refused calls spent nothing");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("100 tokens per 1d")
+    );
+    assert_eq!(
+        send("40").await.unwrap().status(),
+        200,
+        "refused calls spent nothing"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
@@ -421,22 +437,32 @@ async fn a_rule_that_is_not_public_never_shows_its_budget() {
         .rule(&rule("runs", 2, Window::DAY), |call| {
             Some(vec![call.param("project")?.into()])
         })
-        .rule(&rule("ask-all", 1, Window::DAY).with_public(false), |_| Some(vec![]))
+        .rule(&rule("ask-all", 1, Window::DAY).with_public(false), |_| {
+            Some(vec![])
+        })
         .mode(Mode::Reserve);
     let (router, _) = app(guard);
     let allowed = post_ask(&router, "docs", "203.0.113.9").await;
     assert_eq!(allowed.status(), 200);
     assert_eq!(header(&allowed, "ratelimit"), Some("\"runs\";r=1;t=3600"));
-    assert_eq!(header(&allowed, "ratelimit-policy"), Some("\"runs\";q=2;w=86400"));
+    assert_eq!(
+        header(&allowed, "ratelimit-policy"),
+        Some("\"runs\";q=2;w=86400")
+    );
     let refused = post_ask(&router, "docs", "203.0.113.9").await;
     assert_eq!(refused.status(), 429);
     let text = whole(refused).await;
-    assert!(text.contains("\"limit\":\"ask-all\""), "named in its own 429: {text}");
+    assert!(
+        text.contains("\"limit\":\"ask-all\""),
+        "named in its own 429: {text}"
+    );
     for line in text.lines().filter(|l| l.starts_with("ratelimit")) {
         assert!(!line.contains("ask-all"), "budget shown: {line}");
     }
     let only_hidden = Guard::new(memory_limiter())
-        .rule(&rule("ask-all", 5, Window::DAY).with_public(false), |_| Some(vec![]));
+        .rule(&rule("ask-all", 5, Window::DAY).with_public(false), |_| {
+            Some(vec![])
+        });
     let (router, _) = app(only_hidden);
     let allowed = post_ask(&router, "docs", "203.0.113.9").await;
     assert_eq!(allowed.status(), 200);

@@ -69,7 +69,12 @@ impl AskRules {
 
     /// The limits of one question from `visitor` on `project`, reserving
     /// `estimate` tokens.
-    fn limits(&self, project: &str, visitor: &str, estimate: u64) -> Result<Vec<Limit>, tollgate::Error> {
+    fn limits(
+        &self,
+        project: &str,
+        visitor: &str,
+        estimate: u64,
+    ) -> Result<Vec<Limit>, tollgate::Error> {
         Ok(vec![
             self.burst.limit(&[visitor])?,
             self.ask.limit(&[project, visitor])?,
@@ -145,7 +150,10 @@ pub fn estimate_tokens(question: &str) -> u64 {
 fn provider(question: &str) -> (String, u64) {
     let answer_tokens = 64 + (question.len() as u64 % 256);
     let used = (question.len() as u64).div_ceil(4) + answer_tokens;
-    ("This is where the expensive AI answer would be.".into(), used)
+    (
+        "This is where the expensive AI answer would be.".into(),
+        used,
+    )
 }
 
 /// Ask AI: the body is read and the cost estimated before anything is

@@ -30,6 +30,10 @@ pub(crate) async fn scrape() -> Response {
             handle.render(),
         )
             .into_response(),
-        None => (StatusCode::SERVICE_UNAVAILABLE, "metrics are not exported\n").into_response(),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics are not exported\n",
+        )
+            .into_response(),
     }
 }

@@ -81,15 +81,16 @@ async fn unreadable_or_invalid_rules_file_is_a_clear_startup_error() {
     assert!(stderr.contains("unknown rule `docs-run`"), "{stderr}");
 
     // Every rule the demo uses, but `ask` keyed by one part instead of two.
-    let text = tollgate::DEFAULT_RULES_TOML.replace(
-        "key = [\"project\", \"visitor\"]",
-        "key = [\"visitor\"]",
-    );
+    let text = tollgate::DEFAULT_RULES_TOML
+        .replace("key = [\"project\", \"visitor\"]", "key = [\"visitor\"]");
     let arity = dir.path().join("arity.toml");
     std::fs::write(&arity, text).unwrap();
     let (code, stderr) = fails(&["--store", &store, "--rules", arity.to_str().unwrap()]).await;
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("rule `ask` takes 1 key parts, 2 given"), "{stderr}");
+    assert!(
+        stderr.contains("rule `ask` takes 1 key parts, 2 given"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

@@ -13,11 +13,9 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tollgate::{
-    Clock, CounterStore, Limiter, ManualClock, RuleSet, SystemClock,
-};
-use tollgate_test_support::redis_server::RedisServer;
+use tollgate::{Clock, CounterStore, Limiter, ManualClock, RuleSet, SystemClock};
 use tollgate_demo::{Options, app, serve};
+use tollgate_test_support::redis_server::RedisServer;
 
 /// Today at 12:00 UTC: the `ask` window resets in 12 hours.
 fn noon() -> ManualClock {

@@ -41,7 +41,11 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
     tokio::spawn(serve(listener, router, std::future::pending()));
     let client = Client::new();
     let scrape = || async {
-        let response = client.get(format!("http://{addr}/metrics")).send().await.unwrap();
+        let response = client
+            .get(format!("http://{addr}/metrics"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         response.text().await.unwrap()
     };
@@ -59,18 +63,63 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
     }
     let after_15 = scrape().await;
     let checks = "tollgate_checks_total";
-    assert_eq!(sample(&after_15, checks, &[("rule", "ask"), ("outcome", "allowed")]), 15.0);
-    assert_eq!(sample(&after_15, checks, &[("rule", "ask-tokens"), ("outcome", "allowed")]), 15.0);
-    assert_eq!(sample(&after_15, checks, &[("rule", "ask"), ("outcome", "limited")]), 0.0);
+    assert_eq!(
+        sample(
+            &after_15,
+            checks,
+            &[("rule", "ask"), ("outcome", "allowed")]
+        ),
+        15.0
+    );
+    assert_eq!(
+        sample(
+            &after_15,
+            checks,
+            &[("rule", "ask-tokens"), ("outcome", "allowed")]
+        ),
+        15.0
+    );
+    assert_eq!(
+        sample(
+            &after_15,
+            checks,
+            &[("rule", "ask"), ("outcome", "limited")]
+        ),
+        0.0
+    );
     for _ in 0..3 {
         assert_eq!(ask().await, StatusCode::TOO_MANY_REQUESTS);
     }
     let after_18 = scrape().await;
     // The first refusal came from the store, the next two from the cache.
-    assert_eq!(sample(&after_18, checks, &[("rule", "ask"), ("outcome", "limited")]), 1.0);
-    assert_eq!(sample(&after_18, checks, &[("rule", "ask"), ("outcome", "answered-locally")]), 2.0);
-    assert_eq!(sample(&after_18, checks, &[("rule", "ask"), ("outcome", "allowed")]), 15.0);
+    assert_eq!(
+        sample(
+            &after_18,
+            checks,
+            &[("rule", "ask"), ("outcome", "limited")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &after_18,
+            checks,
+            &[("rule", "ask"), ("outcome", "answered-locally")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        sample(
+            &after_18,
+            checks,
+            &[("rule", "ask"), ("outcome", "allowed")]
+        ),
+        15.0
+    );
     let calls = "tollgate_store_call_seconds_count";
-    assert!(sample(&after_18, calls, &[("op", "reserve")]) >= 16.0, "{after_18}");
+    assert!(
+        sample(&after_18, calls, &[("op", "reserve")]) >= 16.0,
+        "{after_18}"
+    );
     assert!(after_18.contains("tollgate_cache_entries"), "{after_18}");
 }

@@ -47,7 +47,11 @@ fn question(bytes: usize) -> String {
 #[tokio::test]
 async fn large_questions_spend_tokens_until_the_budget_is_settled_full() {
     let dir = tempfile::tempdir().unwrap();
-    let base = start(&format!("sqlite:{}", dir.path().join("t.sqlite3").display())).await;
+    let base = start(&format!(
+        "sqlite:{}",
+        dir.path().join("t.sqlite3").display()
+    ))
+    .await;
     let client = Client::new();
     // 100,000 bytes: an estimate of 25,512 tokens, 25,000 + 64 + 160 used.
     let body = question(100_000);
@@ -71,9 +75,19 @@ async fn large_questions_spend_tokens_until_the_budget_is_settled_full() {
         settled += answer["tokens"].as_u64().unwrap();
         allowed += 1;
     }
-    assert_eq!(allowed, 7, "7 × 25,224 settled tokens fit, the 8th estimate does not");
+    assert_eq!(
+        allowed, 7,
+        "7 × 25,224 settled tokens fit, the 8th estimate does not"
+    );
     assert!(settled <= 200_000);
-    let stats: Value = client.get(format!("{base}/stats")).send().await.unwrap().json().await.unwrap();
+    let stats: Value = client
+        .get(format!("{base}/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(stats["tokens"].as_u64(), Some(settled));
     assert_eq!(stats["ask"], allowed);
     // Refused asks spent no call: a visitor can still ask a small question.
@@ -101,7 +115,14 @@ async fn a_question_too_large_for_the_budget_is_a_429_and_a_bad_body_a_400_count
     }
     let last = ask(&client, &base, "203.0.113.1", question(8)).await;
     assert_eq!(last.status(), StatusCode::TOO_MANY_REQUESTS);
-    let stats: Value = client.get(format!("{base}/stats")).send().await.unwrap().json().await.unwrap();
+    let stats: Value = client
+        .get(format!("{base}/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(stats["ask"], 15);
     assert_eq!(stats["tokens"], 15 * (2 + 64 + 8));
 }

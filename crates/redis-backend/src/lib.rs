@@ -6,8 +6,10 @@ mod link;
 mod ops;
 mod options;
 mod reply;
-mod scripts;
 mod store;
+
+/// The Lua scripts this store sends, one per write (`tollgate-redis-scripts`).
+pub use tollgate_redis_scripts as scripts;
 
 pub use error::Error;
 pub use options::RedisOptions;

@@ -4,9 +4,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait,
-};
+use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
 
 /// How a [`Faulty`] store answers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -71,17 +69,29 @@ impl<S: CounterStore> Faulty<S> {
 
 #[async_trait]
 impl<S: CounterStore> CounterStore for Faulty<S> {
-    async fn count(&self, counters: &[Counter], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
+    async fn count(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
         self.gate().await?;
         self.inner.count(counters, deadline).await
     }
 
-    async fn reserve(&self, counters: &[Counter], deadline: Deadline) -> Result<Reservation, StoreError> {
+    async fn reserve(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Reservation, StoreError> {
         self.gate().await?;
         self.inner.reserve(counters, deadline).await
     }
 
-    async fn refund(&self, counters: &[Counter], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
+    async fn refund(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
         self.gate().await?;
         self.inner.refund(counters, deadline).await
     }
@@ -96,17 +106,34 @@ impl<S: CounterStore> CounterStore for Faulty<S> {
         self.inner.delete(key, deadline).await
     }
 
-    async fn claim(&self, key: &str, token: &str, ttl: Duration, deadline: Deadline) -> Result<Claim, StoreError> {
+    async fn claim(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<Claim, StoreError> {
         self.gate().await?;
         self.inner.claim(key, token, ttl, deadline).await
     }
 
-    async fn finish(&self, key: &str, token: &str, ttl: Duration, deadline: Deadline) -> Result<bool, StoreError> {
+    async fn finish(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
         self.gate().await?;
         self.inner.finish(key, token, ttl, deadline).await
     }
 
-    async fn release(&self, key: &str, token: &str, deadline: Deadline) -> Result<bool, StoreError> {
+    async fn release(
+        &self,
+        key: &str,
+        token: &str,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
         self.gate().await?;
         self.inner.release(key, token, deadline).await
     }

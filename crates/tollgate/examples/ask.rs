@@ -19,7 +19,10 @@ async fn ask(
         rules.get("ask")?.limit(&[project, visitor.as_str()])?,
         rules.get("ask-site")?.limit(&[project])?,
         rules.get("ask-all")?.limit::<&str>(&[])?,
-        rules.get("ask-tokens")?.limit(&[project])?.with_cost(estimate)?,
+        rules
+            .get("ask-tokens")?
+            .limit(&[project])?
+            .with_cost(estimate)?,
     ];
     // Fail-closed (a store failure is Error::Unavailable) and all-or-nothing:
     // a refused call spends no shared budget.

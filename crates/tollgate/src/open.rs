@@ -252,7 +252,10 @@ mod tests {
     fn valkeys_without_tls_names_the_feature() {
         assert!(matches!(
             error("valkeys://127.0.0.1:6380"),
-            OpenError::NotCompiled { feature: "redis-tls", .. }
+            OpenError::NotCompiled {
+                feature: "redis-tls",
+                ..
+            }
         ));
     }
 
@@ -273,7 +276,9 @@ mod tests {
         ] {
             let store = open_store(&url).unwrap();
             let limiter = tollgate_core::Limiter::new(store);
-            let rule = tollgate_core::Rule::new("t", 5, tollgate_core::Window::DAY).and_then(|r| r.with_key(&["id"])).unwrap();
+            let rule = tollgate_core::Rule::new("t", 5, tollgate_core::Window::DAY)
+                .and_then(|r| r.with_key(&["id"]))
+                .unwrap();
             let limit = rule.limit(&["x"]).unwrap();
             assert!(limiter.count(&[limit]).await.unwrap().is_allowed());
         }

@@ -1,11 +1,13 @@
-//! The Lua scripts the store runs: one per write, each one `EVALSHA`.
+//! The Lua scripts of tollgate's Redis-protocol stores (`tollgate-redis`
+//! over TCP and Cluster, `tollgate-upstash` over REST): one per write, each
+//! sent as one `EVALSHA`. One copy serves every transport.
 //!
 //! Every write script starts with the same deadline check: it reads the
 //! server's clock (`TIME`) and, when it is past `ARGV[1]` (the caller's
-//! [`Deadline::cutoff_unix_millis`](tollgate_core::Deadline::cutoff_unix_millis),
+//! `Deadline::cutoff_unix_millis` (tollgate-core),
 //! wall-clock milliseconds, skew margin included), it writes nothing and
 //! returns the status reply `DEADLINE`, which the store reports as
-//! [`StoreError::Timeout`](tollgate_core::StoreError::Timeout). Redis 5 and
+//! `StoreError::Timeout`. Redis 5 and
 //! later replicate scripts by their effects, so a script may read `TIME`
 //! before it writes.
 //!
