@@ -40,8 +40,11 @@ WHERE checked.ok ORDER BY i.ord";
 /// $5 the deadline. Locks the existing counters, decides, then writes every
 /// counter or none. A counter absent when locked but created concurrently
 /// before the insert makes the guard raise a serialization failure (the
-/// statement rolls back whole and is tried again). Returns (ord, count,
-/// applied).
+/// statement rolls back whole and is tried again). The inserts run before
+/// the updates: a concurrent insert of the same key then finds the locked
+/// row only locked, not updated by an open transaction, and does not wait
+/// for it (which, while this statement waited for its own insert, would be
+/// a deadlock). Returns (ord, count, applied).
 const RESERVE: &str = r"
 WITH input AS (
     SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[])
@@ -56,15 +59,6 @@ WITH input AS (
     FROM input i LEFT JOIN locked l ON l.key = i.key
 ), decision AS (
     SELECT coalesce(bool_and(value <= room), true) AS fits FROM current
-), updated AS (
-    UPDATE {s}.counters c SET
-        value = least(cur.value + cur.cost, 9007199254740992),
-        expires_at = CASE WHEN c.expires_at > statement_timestamp() THEN c.expires_at
-            ELSE statement_timestamp() + cur.ttl_us * interval '1 microsecond' END
-    FROM current cur
-    WHERE c.key = cur.key AND cur.present AND (SELECT fits FROM decision)
-        AND clock_timestamp() <= $5::timestamptz
-    RETURNING c.key, c.value
 ), inserted AS (
     INSERT INTO {s}.counters (key, value, expires_at)
     SELECT key, cost, statement_timestamp() + ttl_us * interval '1 microsecond'
@@ -73,6 +67,17 @@ WITH input AS (
     ORDER BY key
     ON CONFLICT (key) DO NOTHING
     RETURNING key, value
+), updated AS (
+    UPDATE {s}.counters c SET
+        value = least(cur.value + cur.cost, 9007199254740992),
+        expires_at = CASE WHEN c.expires_at > statement_timestamp() THEN c.expires_at
+            ELSE statement_timestamp() + cur.ttl_us * interval '1 microsecond' END
+    FROM current cur
+    WHERE c.key = cur.key AND cur.present AND (SELECT fits FROM decision)
+        AND clock_timestamp() <= $5::timestamptz
+        -- After every insert: see the note above.
+        AND (SELECT count(*) FROM inserted) >= 0
+    RETURNING c.key, c.value
 ), checked AS (
     SELECT {s}.tollgate_guard($5::timestamptz,
         (SELECT count(*) FROM updated) + (SELECT count(*) FROM inserted),
