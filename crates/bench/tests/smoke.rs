@@ -68,6 +68,42 @@ fn redis_smoke_run_compares_with_the_raw_ceiling() {
 }
 
 #[test]
+fn redis_attack_and_settle_runs_report_refusals_and_refunds() {
+    let server = RedisServer::start();
+    let report = bench(&["--store", &server.url(), "--attack"]);
+    let round = |side: &str| {
+        report["rounds"]
+            .as_array()
+            .and_then(|rounds| rounds.iter().find(|r| r["side"] == side))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {side} round: {report}"))
+    };
+    let (tollgate, raw) = (round("tollgate"), round("raw"));
+    assert!(tollgate["refused"].as_u64() > Some(0), "{report}");
+    let trips = tollgate["round_trips_per_refused"].as_f64().unwrap();
+    assert!(trips < 0.05, "refusals went to the store: {report}");
+    assert_eq!(
+        raw["round_trips_per_refused"].as_f64(),
+        Some(1.0),
+        "{report}"
+    );
+    let settle = bench(&[
+        "--store",
+        &server.url(),
+        "--limits",
+        "4",
+        "--mode",
+        "settle",
+        "--cost",
+        "8",
+    ]);
+    assert!(
+        rate(&settle, "tollgate") > 0.0 && rate(&settle, "raw") > 0.0,
+        "{settle}"
+    );
+}
+
+#[test]
 fn sqlite_smoke_run_reports_checks() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", dir.path().join("bench.sqlite3").display());
