@@ -18,7 +18,8 @@ pub struct Options {
     #[arg(long, env = "TOLLGATE_LISTEN", default_value = "127.0.0.1:3000")]
     pub listen: SocketAddr,
 
-    /// Where counters live: sqlite:PATH, redis://HOST:PORT or rediss://HOST:PORT.
+    /// Where counters live: sqlite:PATH, redis://HOST:PORT, rediss://HOST:PORT
+    /// or postgres://USER@HOST/DB.
     #[arg(
         long,
         env = "TOLLGATE_STORE",

@@ -1,0 +1,87 @@
+//! The demo on Postgres (`--store postgres://…`), over real HTTP on
+//! loopback, against a private server: every route serves as on the other
+//! stores.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tollgate::axum::{Trust, VisitorSource};
+use tollgate::{Limiter, ManualClock, RuleSet};
+use tollgate_demo::{DELIVERY_HEADER, app, serve};
+use tollgate_test_support::postgres_server::PostgresServer;
+use tollgate_test_support::unique;
+
+#[tokio::test]
+async fn every_route_serves_on_postgres() {
+    let server = PostgresServer::start();
+    let store = tollgate::open_store(&server.url()).unwrap();
+    let clock = ManualClock::new(Duration::from_secs(20_619 * 86_400 + 43_200));
+    let loopback = vec!["127.0.0.0/8".parse().unwrap()];
+    let router = app(
+        Limiter::with_parts(store, clock),
+        &RuleSet::defaults(),
+        VisitorSource::new(Trust::CfConnectingIp(loopback)),
+    )
+    .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(serve(listener, router, std::future::pending()));
+    let client = Client::new();
+    let url = |path: &str| format!("http://{addr}{path}");
+    let project = format!("docs-{}", unique());
+    let ask = || {
+        client
+            .post(url(&format!("/sites/{project}/ask")))
+            .header("cf-connecting-ip", "203.0.113.9")
+            .body(json!({"question": "how?"}).to_string())
+            .send()
+    };
+    for i in 0..15 {
+        assert_eq!(ask().await.unwrap().status(), StatusCode::OK, "ask {i}");
+    }
+    let refused = ask().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["limit"], "ask");
+    let org = format!("acme-{}", unique());
+    for i in 0..10 {
+        let run = client
+            .post(url(&format!("/orgs/{org}/runs")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(run.status(), StatusCode::ACCEPTED, "run {i}");
+    }
+    let run = client
+        .post(url(&format!("/orgs/{org}/runs")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.status(), StatusCode::TOO_MANY_REQUESTS);
+    let delivery = unique();
+    let webhook = || {
+        client
+            .post(url("/webhooks/github"))
+            .header(DELIVERY_HEADER, delivery.as_str())
+            .send()
+    };
+    let first: Value = webhook().await.unwrap().json().await.unwrap();
+    assert_eq!(first, json!({"processed": true}));
+    let again: Value = webhook().await.unwrap().json().await.unwrap();
+    assert_eq!(again, json!({"duplicate": true}));
+    let stats: Value = client
+        .get(url("/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["ask"], 15);
+    assert_eq!(stats["webhooks"], 1);
+    assert_eq!(stats["runs"], 10);
+}
