@@ -16,7 +16,7 @@ pub(crate) async fn run(args: &DoctorArgs) -> Result<String, Failure> {
     let store = shown(url);
     let opened = tollgate::open_store(url)
         .map_err(|e| Failure::with(format_args!("cannot open the store {store}"), &e))?;
-    let limiter = Limiter::new(opened).with_cache_capacity(0);
+    let limiter = crate::limit::limiter(opened);
     let probe = probe()?;
     let first = timed(&limiter, &probe)
         .await

@@ -1,7 +1,10 @@
 //! The limit that `status` and `reset` act on: a rule of the rules file
 //! (or the defaults) and exactly its number of key parts.
 
-use tollgate::{Limit, Limiter, Rule, RuleSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::{CounterStore, Limit, Limiter, RetryPolicy, Rule, RuleSet};
 
 use crate::args::LimitArgs;
 use crate::failure::Failure;
@@ -26,14 +29,28 @@ impl Target {
         let store = shown(&args.store.store);
         let opened = tollgate::open_store(&args.store.store)
             .map_err(|e| Failure::with(format_args!("cannot open the store {store}"), &e))?;
-        // No local cache: every answer comes from the store.
-        let limiter = Limiter::new(opened).with_cache_capacity(0);
+        let limiter = limiter(opened);
         Ok(Target {
             limit,
             limiter,
             store,
         })
     }
+}
+
+/// How the CLI bounds a store call: 300 ms per attempt (a request path's
+/// 50 ms is tight for a process that has just opened its store on a busy
+/// machine), 2 retries 100 ms apart: 1.1 s at worst.
+pub(crate) const RETRY: RetryPolicy = RetryPolicy {
+    retries: 2,
+    delay: Duration::from_millis(100),
+    timeout: Duration::from_millis(300),
+};
+
+/// A limiter over `store` bounded by [`RETRY`], with no local cache: every
+/// answer comes from the store.
+pub(crate) fn limiter(store: Arc<dyn CounterStore>) -> Limiter {
+    Limiter::new(store).with_retry(RETRY).with_cache_capacity(0)
 }
 
 /// The key parts, `docs / 203.0.113.9`, each quoted when it would not read

@@ -20,7 +20,7 @@ use clap::Parser as _;
 use clap::error::ErrorKind;
 
 use crate::args::{Cli, Command, RulesCommand};
-use crate::failure::{Failure, one_line};
+use crate::failure::Failure;
 use crate::redact::Redactor;
 
 fn main() -> ExitCode {
@@ -83,12 +83,19 @@ fn usage(err: &clap::Error) -> ExitCode {
             }
         }
         _ => {
+            // The first paragraph: the message and what it lists (the
+            // missing arguments), without the tips and the usage.
             let text = err.render().to_string();
-            let first = text.lines().next().unwrap_or_default();
-            let message = first.strip_prefix("error: ").unwrap_or(first);
+            let lines: Vec<&str> = text
+                .lines()
+                .take_while(|line| !line.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let message = lines.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
             eprintln!(
                 "tollgate: error: {} (see --help)",
-                Redactor::default().clean(&one_line(message))
+                Redactor::default().clean(message)
             );
             ExitCode::from(2)
         }
