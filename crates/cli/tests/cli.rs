@@ -646,6 +646,15 @@ fn no_password_is_printed_by_any_command() {
     }
 }
 
+#[test]
+fn a_store_url_given_in_the_wrong_place_is_not_echoed_with_its_password() {
+    // A forgotten --store: clap names the stray argument, which is the URL.
+    let run = tollgate(&["doctor", "redis://:stray-pw-2201@127.0.0.1:1/0"]);
+    let line = run.error_line(2);
+    assert!(line.contains("redis://***@127.0.0.1:1"), "{line}");
+    assert!(!run.all().contains("stray-pw-2201"), "{run:#?}");
+}
+
 // ----- help and usage -----
 
 #[test]
