@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::observe::RuleMetrics;
 use crate::{Limit, Unit, Window};
 
 /// Where one limit stands after a check.
@@ -22,6 +23,7 @@ pub struct Usage {
     /// window index (for refunds and settles; never shown).
     stored: Arc<str>,
     index: u64,
+    metrics: RuleMetrics,
 }
 
 impl Usage {
@@ -47,6 +49,7 @@ impl Usage {
             shadow_over: past_max && rule.is_shadow(),
             stored: limit.stored().clone(),
             index: window.index(now_secs),
+            metrics: rule.metrics().clone(),
         }
     }
 
@@ -57,6 +60,10 @@ impl Usage {
 
     pub(crate) fn shared_name(&self) -> &Arc<str> {
         &self.name
+    }
+
+    pub(crate) fn metrics(&self) -> &RuleMetrics {
+        &self.metrics
     }
 
     /// What the rule counts.
