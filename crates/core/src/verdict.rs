@@ -1,6 +1,7 @@
 //! What a check answers: a [`Verdict`], and when limited, a [`RateLimited`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::observe::RuleMetrics;
 use crate::{Limit, Unit, Window};
@@ -138,16 +139,51 @@ pub struct Verdict {
     degraded: bool,
     spent: bool,
     local: bool,
+    /// One bit per usage: already refunded or settled (shared by clones).
+    settled: Settled,
 }
+
+/// Which usages of a spending verdict were settled; clones share it.
+#[derive(Clone, Debug, Default)]
+struct Settled(Option<Arc<[AtomicU64]>>);
+
+impl PartialEq for Settled {
+    fn eq(&self, _: &Settled) -> bool {
+        true
+    }
+}
+
+impl Eq for Settled {}
 
 impl Verdict {
     pub(crate) fn new(usage: Vec<Usage>, spent: bool) -> Verdict {
+        let settled = match spent && !usage.is_empty() {
+            true => Settled(Some(
+                (0..usage.len().div_ceil(64))
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
+            )),
+            false => Settled(None),
+        };
         Verdict {
             usage,
             degraded: false,
             spent,
             local: false,
+            settled,
         }
+    }
+
+    /// Marks usage `i` settled; whether it was not before (and spent).
+    pub(crate) fn take_settlement(&self, i: usize) -> bool {
+        let Some(bits) = &self.settled.0 else {
+            return false;
+        };
+        let Some(word) = bits.get(i / 64) else {
+            return false;
+        };
+        let bit = 1u64 << (i % 64);
+        word.fetch_or(bit, Ordering::AcqRel) & bit == 0
     }
 
     /// A refusal answered from the limiter's cache of full counters.
@@ -157,6 +193,7 @@ impl Verdict {
             degraded: false,
             spent: false,
             local: true,
+            settled: Settled(None),
         }
     }
 
@@ -173,6 +210,7 @@ impl Verdict {
             degraded: true,
             spent: false,
             local: false,
+            settled: Settled(None),
         }
     }
 
