@@ -306,8 +306,8 @@ impl Limiter {
     /// limit, never below zero, and nothing on a limit whose window has
     /// rolled over since (the new window's counter is not touched). A
     /// verdict that spent nothing (a refused reservation, a degraded check)
-    /// gives nothing back, and each limit of a verdict (and of its clones)
-    /// is refunded or settled at most once: later calls do nothing.
+    /// gives nothing back, and a verdict (with its clones) never gives back
+    /// more than it spent, however often it is refunded or settled.
     ///
     /// A refund is tried once, never retried: a retry whose first attempt
     /// was applied would give back twice. Fail-closed.
@@ -317,7 +317,7 @@ impl Limiter {
     /// [`Error::NotSpent`] when a spending verdict holds no limit of `rule`;
     /// [`Error::Unavailable`] when the store fails.
     pub async fn refund(&self, spent: &Verdict, rule: &str, units: u64) -> Result<(), Error> {
-        self.settle_with(spent, rule, |cost| (units.min(cost), 0))
+        self.settle_with(spent, rule, |i, cost| (spent.give_back(i, units, cost), 0))
             .await
     }
 
@@ -345,19 +345,21 @@ impl Limiter {
     ///
     /// As [`refund`](Limiter::refund).
     pub async fn settle(&self, spent: &Verdict, rule: &str, actual: u64) -> Result<(), Error> {
-        self.settle_with(spent, rule, |cost| {
-            (cost.saturating_sub(actual), actual.saturating_sub(cost))
+        self.settle_with(spent, rule, |i, cost| {
+            spent.settle_up_to(i, cost.saturating_sub(actual), actual.saturating_sub(cost))
         })
         .await
     }
 
-    /// Refunds and counts, per usage of `rule`, the `(refund, excess)` that
-    /// `split` gives for its cost.
+    /// Refunds and counts, per usage `i` of `rule`, the `(refund, excess)`
+    /// that `split` gives for its cost: `split` keeps the verdict's
+    /// account, so that across calls (and clones) a limit never gets back
+    /// more than it spent, nor an excess counted twice.
     async fn settle_with(
         &self,
         spent: &Verdict,
         rule: &str,
-        split: impl Fn(u64) -> (u64, u64),
+        split: impl Fn(usize, u64) -> (u64, u64),
     ) -> Result<(), Error> {
         if !spent.has_spent() {
             return Ok(());
@@ -371,19 +373,12 @@ impl Limiter {
         if usages.is_empty() {
             return Err(Error::NotSpent(rule.to_owned()));
         }
-        // Each limit of a verdict (and of its clones) is settled once: a
-        // second refund of the same spend would give back what others spent.
-        let usages: Vec<&Usage> = usages
-            .into_iter()
-            .filter(|&(i, _)| spent.take_settlement(i))
-            .map(|(_, u)| u)
-            .collect();
         let now = self.clock.now().as_secs();
         let mut refunds = Vec::new();
         let mut excess = Vec::new();
-        for usage in usages {
+        for (i, usage) in usages {
             let window = usage.window();
-            let (back, more) = split(usage.cost());
+            let (back, more) = split(i, usage.cost());
             let counter = |index: u64, cost: u64| Counter {
                 key: key::counter_key(usage.stored(), index),
                 ttl: window.duration(),

@@ -139,13 +139,14 @@ pub struct Verdict {
     degraded: bool,
     spent: bool,
     local: bool,
-    /// One bit per usage: already refunded or settled (shared by clones).
+    /// Per usage, what was given back and what excess was counted since
+    /// (shared by clones).
     settled: Settled,
 }
 
-/// Which usages of a spending verdict were settled; clones share it.
+/// Per usage of a spending verdict: units given back, excess counted.
 #[derive(Clone, Debug, Default)]
-struct Settled(Option<Arc<[AtomicU64]>>);
+struct Settled(Option<Arc<[[AtomicU64; 2]]>>);
 
 impl PartialEq for Settled {
     fn eq(&self, _: &Settled) -> bool {
@@ -159,8 +160,9 @@ impl Verdict {
     pub(crate) fn new(usage: Vec<Usage>, spent: bool) -> Verdict {
         let settled = match spent && !usage.is_empty() {
             true => Settled(Some(
-                (0..usage.len().div_ceil(64))
-                    .map(|_| AtomicU64::new(0))
+                usage
+                    .iter()
+                    .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                     .collect(),
             )),
             false => Settled(None),
@@ -174,16 +176,34 @@ impl Verdict {
         }
     }
 
-    /// Marks usage `i` settled; whether it was not before (and spent).
-    pub(crate) fn take_settlement(&self, i: usize) -> bool {
-        let Some(bits) = &self.settled.0 else {
-            return false;
+    /// Gives back up to `units` more of usage `i`'s `cost`, never more than
+    /// the cost in all (shared by clones); the units to give back now. A
+    /// verdict that spent nothing gives 0.
+    pub(crate) fn give_back(&self, i: usize, units: u64, cost: u64) -> u64 {
+        let Some([back, _]) = self.settled.0.as_ref().and_then(|t| t.get(i)) else {
+            return 0;
         };
-        let Some(word) = bits.get(i / 64) else {
-            return false;
+        let before = back.fetch_update(Ordering::AcqRel, Ordering::Acquire, |given| {
+            Some(given.saturating_add(units).min(cost))
+        });
+        let before = before.unwrap_or_else(|given| given);
+        before
+            .saturating_add(units)
+            .min(cost)
+            .saturating_sub(before)
+    }
+
+    /// Raises what usage `i` has given back to `back` and its counted
+    /// excess to `excess`, never lowering either (shared by clones); the
+    /// units to give back and to count now, so that settling twice with the
+    /// same actual cost does nothing the second time.
+    pub(crate) fn settle_up_to(&self, i: usize, back: u64, excess: u64) -> (u64, u64) {
+        let Some(totals) = self.settled.0.as_ref().and_then(|t| t.get(i)) else {
+            return (0, 0);
         };
-        let bit = 1u64 << (i % 64);
-        word.fetch_or(bit, Ordering::AcqRel) & bit == 0
+        let raise =
+            |total: &AtomicU64, to: u64| to.saturating_sub(total.fetch_max(to, Ordering::AcqRel));
+        (raise(&totals[0], back), raise(&totals[1], excess))
     }
 
     /// A refusal answered from the limiter's cache of full counters.
