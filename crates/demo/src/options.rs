@@ -66,6 +66,12 @@ pub struct Options {
     )]
     pub header_timeout: u64,
 
+    /// Where to serve `GET /metrics` (Prometheus text), e.g. 127.0.0.1:9300:
+    /// an operator's address, apart from the public one, since the metrics
+    /// show budgets that responses keep hidden. Not served when unset.
+    #[arg(long, env = "TOLLGATE_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+
     /// Open connections at most; past it, new connections wait to be accepted.
     #[arg(
         long,
