@@ -63,7 +63,11 @@ mod tests {
         assert!(!admits(b"t0k", &with_header("Bearer t0kk"), None));
         assert!(!admits(b"t0k", &with_header("Basic t0k"), None));
         assert!(!admits(b"t0k", &with_header("Bearer"), None));
-        assert!(!admits(b"t0k", &with_header("Bearer x"), Some("_token=t0k")));
+        assert!(!admits(
+            b"t0k",
+            &with_header("Bearer x"),
+            Some("_token=t0k")
+        ));
         assert!(!admits(b"t0k", &HeaderMap::new(), Some("_token=")));
     }
 }

@@ -89,8 +89,9 @@ impl Command {
     }
 
     /// A command from a URL path (`/set/key/value`, each segment
-    /// percent-decoded), the query's pairs but `_token` (`?EX=10` adds `EX`
-    /// and `10`), and a non-empty body as the last argument.
+    /// percent-decoded), then a non-empty body as the next argument, then
+    /// the query's pairs but `_token` (`POST /set/key?EX=10` with body `v` is
+    /// `SET key v EX 10`), as Upstash documents it.
     pub(crate) fn from_path(
         path: &str,
         query: Option<&str>,
@@ -102,6 +103,9 @@ impl Command {
         } else {
             path.split('/').map(decode).collect()
         };
+        if !body.is_empty() {
+            args.push(body.to_vec());
+        }
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             if key == "_token" {
@@ -111,9 +115,6 @@ impl Command {
             if !value.is_empty() {
                 args.push(decode(value));
             }
-        }
-        if !body.is_empty() {
-            args.push(body.to_vec());
         }
         Command::new(args)
     }
@@ -180,7 +181,16 @@ mod tests {
     #[test]
     fn json_strings_and_numbers_become_arguments() {
         let command = Command::from_json(&json!(["set", "k", 10, 1.5, -3])).map(|c| args(&c));
-        assert_eq!(command, Ok(vec!["set".into(), "k".into(), "10".into(), "1.5".into(), "-3".into()]));
+        assert_eq!(
+            command,
+            Ok(vec![
+                "set".into(),
+                "k".into(),
+                "10".into(),
+                "1.5".into(),
+                "-3".into()
+            ])
+        );
     }
 
     #[test]
@@ -200,18 +210,41 @@ mod tests {
             .map(|c| args(&c));
         assert_eq!(
             command,
-            Ok(vec!["set".into(), "a/b".into(), "hé".into(), "EX".into(), "10".into(), "NX".into()])
+            Ok(vec![
+                "set".into(),
+                "a/b".into(),
+                "hé".into(),
+                "EX".into(),
+                "10".into(),
+                "NX".into()
+            ])
         );
-        let command = Command::from_path("/set/k", None, b"body").map(|c| args(&c));
-        assert_eq!(command, Ok(vec!["set".into(), "k".into(), "body".into()]));
+        let command = Command::from_path("/set/k", Some("EX=5"), b"body").map(|c| args(&c));
+        assert_eq!(
+            command,
+            Ok(vec![
+                "set".into(),
+                "k".into(),
+                "body".into(),
+                "EX".into(),
+                "5".into()
+            ])
+        );
         assert!(Command::from_path("/", Some("_token=x"), b"").is_err());
     }
 
     #[test]
     fn connection_state_and_blocking_commands_are_unsupported() {
-        for refused in [json!(["multi"]), json!(["blpop", "k", 0]), json!(["xread", "block", 0, "streams", "s", "$"])] {
+        for refused in [
+            json!(["multi"]),
+            json!(["blpop", "k", 0]),
+            json!(["xread", "block", 0, "streams", "s", "$"]),
+        ] {
             let command = Command::from_json(&refused);
-            assert!(command.is_ok_and(|c| c.unsupported().is_some()), "{refused}");
+            assert!(
+                command.is_ok_and(|c| c.unsupported().is_some()),
+                "{refused}"
+            );
         }
         let command = Command::from_json(&json!(["xread", "streams", "s", "0"]));
         assert!(command.is_ok_and(|c| c.unsupported().is_none()));

@@ -127,7 +127,9 @@ pub fn redacted_url(url: &str) -> String {
     let (authority, path) = rest.split_at(authority_end);
     match authority.rsplit_once('@') {
         Some((user_info, host)) => {
-            let user = user_info.split_once(':').map_or(user_info, |(user, _)| user);
+            let user = user_info
+                .split_once(':')
+                .map_or(user_info, |(user, _)| user);
             format!("{scheme}://{user}:***@{host}{path}")
         }
         None => url.to_owned(),
@@ -148,10 +150,7 @@ mod tests {
             redacted_url("redis://:secret@host:1/0"),
             "redis://:***@host:1/0"
         );
-        assert_eq!(
-            redacted_url("redis://me:p@ss@host"),
-            "redis://me:***@host"
-        );
+        assert_eq!(redacted_url("redis://me:p@ss@host"), "redis://me:***@host");
     }
 
     #[test]

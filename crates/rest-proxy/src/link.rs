@@ -85,7 +85,11 @@ impl Link {
         count: usize,
     ) -> Result<Vec<Value>, LinkError> {
         self.bounded(async {
-            let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+            let idle = self
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
             let mut conn = match idle {
                 Some(conn) => conn,
                 None => self.connect().await?,

@@ -35,9 +35,7 @@ struct Cli {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let Some(token) = cli.token.filter(|t| !t.is_empty()) else {
-        eprintln!(
-            "tollgate-rest-proxy: no token: pass --token TOKEN or set TOLLGATE_PROXY_TOKEN"
-        );
+        eprintln!("tollgate-rest-proxy: no token: pass --token TOKEN or set TOLLGATE_PROXY_TOKEN");
         return ExitCode::from(2);
     };
     tracing_subscriber::fmt()

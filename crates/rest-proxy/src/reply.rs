@@ -90,7 +90,10 @@ mod tests {
             Value::Nil,
             Value::Array(vec![Value::SimpleString("PONG".into())]),
         ]);
-        assert_eq!(result(reply, Encoding::Plain), json!(["v", 3, null, ["PONG"]]));
+        assert_eq!(
+            result(reply, Encoding::Plain),
+            json!(["v", 3, null, ["PONG"]])
+        );
         assert_eq!(result(Value::Okay, Encoding::Plain), json!("OK"));
     }
 

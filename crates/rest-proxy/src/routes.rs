@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -10,7 +11,6 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
-use axum::Json;
 use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
@@ -44,7 +44,7 @@ pub(crate) fn router(shared: Shared) -> Router {
     let max_body = shared.max_body;
     let shared = Arc::new(shared);
     Router::new()
-        .route("/", post(single).get(path_form))
+        .route("/", post(single).fallback(path_form))
         .route("/pipeline", post(pipeline).fallback(not_allowed))
         .route("/multi-exec", post(multi_exec).fallback(not_allowed))
         .fallback(any(path_form))
@@ -83,7 +83,7 @@ async fn path_form(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    if method != Method::GET && method != Method::POST {
+    if ![Method::GET, Method::POST, Method::PUT, Method::HEAD].contains(&method) {
         return not_allowed().await;
     }
     let body = match body {
@@ -162,15 +162,19 @@ async fn multi_exec(
 async fn not_allowed() -> Response {
     error(
         StatusCode::METHOD_NOT_ALLOWED,
-        "ERR use POST (or GET for the path form)",
+        "ERR only HEAD, GET, POST and PUT are allowed",
     )
 }
 
 /// The request's JSON body, or the response refusing it (413 when too large).
 fn json_body(body: Result<Bytes, BytesRejection>) -> Result<JsonValue, Response> {
     let body = body.map_err(|r| error(r.status(), &r.body_text()))?;
-    serde_json::from_slice(&body)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, &format!("ERR invalid JSON body: {e}")))
+    serde_json::from_slice(&body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            &format!("ERR invalid JSON body: {e}"),
+        )
+    })
 }
 
 fn encoding(headers: &HeaderMap) -> Encoding {

@@ -120,12 +120,18 @@ impl Runner {
         pipe.cmd("EXEC");
         let replies = self.link.dedicated(&pipe, prepared.len() + 2).await?;
         let queued = replies.get(1..=prepared.len()).unwrap_or(&[]);
-        if let Some(Value::ServerError(e)) = queued.iter().find(|r| matches!(r, Value::ServerError(_))) {
+        if let Some(Value::ServerError(e)) =
+            queued.iter().find(|r| matches!(r, Value::ServerError(_)))
+        {
             return Ok(Transaction::Aborted(error_text(e)));
         }
         Ok(match replies.into_iter().nth(prepared.len() + 1) {
             Some(Value::Array(values)) if values.len() == prepared.len() => Transaction::Committed(
-                prepared.iter().zip(values).map(|(p, v)| p.finish(v)).collect(),
+                prepared
+                    .iter()
+                    .zip(values)
+                    .map(|(p, v)| p.finish(v))
+                    .collect(),
             ),
             Some(Value::ServerError(e)) => Transaction::Aborted(error_text(&e)),
             _ => Transaction::Aborted("ERR unexpected reply to EXEC".to_owned()),
