@@ -14,7 +14,7 @@ use axum::routing::{any, post};
 use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
-use crate::command::Command;
+use crate::command::{Command, ShapeError};
 use crate::link::{Link, LinkError};
 use crate::reply::{self, Encoding};
 use crate::run::{Reply, Runner, Transaction};
@@ -69,9 +69,9 @@ async fn single(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let command = match json_body(body).and_then(|v| Command::from_json(&v).map_err(bad)) {
+    let command = match parse(body, Command::from_json) {
         Ok(command) => command,
-        Err(response) => return response,
+        Err(refusal) => return refusal.into_response(),
     };
     run_single(&shared, &command, encoding(&headers)).await
 }
@@ -116,9 +116,9 @@ async fn pipeline(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let commands = match json_body(body).and_then(|v| Command::list_from_json(&v).map_err(bad)) {
+    let commands = match parse(body, Command::list_from_json) {
         Ok(commands) => commands,
-        Err(response) => return response,
+        Err(refusal) => return refusal.into_response(),
     };
     let encoding = encoding(&headers);
     match shared.runner.pipeline(&commands).await {
@@ -141,9 +141,9 @@ async fn multi_exec(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let commands = match json_body(body).and_then(|v| Command::list_from_json(&v).map_err(bad)) {
+    let commands = match parse(body, Command::list_from_json) {
         Ok(commands) => commands,
-        Err(response) => return response,
+        Err(refusal) => return refusal.into_response(),
     };
     let encoding = encoding(&headers);
     match shared.runner.transaction(&commands).await {
@@ -166,15 +166,29 @@ async fn not_allowed() -> Response {
     )
 }
 
-/// The request's JSON body, or the response refusing it (413 when too large).
-fn json_body(body: Result<Bytes, BytesRejection>) -> Result<JsonValue, Response> {
-    let body = body.map_err(|r| error(r.status(), &r.body_text()))?;
-    serde_json::from_slice(&body).map_err(|e| {
-        error(
+/// Why a request is refused before anything is sent to Redis.
+struct Refusal(StatusCode, String);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        error(self.0, &self.1)
+    }
+}
+
+/// What `shape` reads from the request's JSON body; a 413 when the body is
+/// too large, a 400 when it is not JSON or not of that shape.
+fn parse<T>(
+    body: Result<Bytes, BytesRejection>,
+    shape: impl FnOnce(&JsonValue) -> Result<T, ShapeError>,
+) -> Result<T, Refusal> {
+    let body = body.map_err(|r| Refusal(r.status(), r.body_text()))?;
+    let json = serde_json::from_slice(&body).map_err(|e| {
+        Refusal(
             StatusCode::BAD_REQUEST,
-            &format!("ERR invalid JSON body: {e}"),
+            format!("ERR invalid JSON body: {e}"),
         )
-    })
+    })?;
+    shape(&json).map_err(|e| Refusal(StatusCode::BAD_REQUEST, e.to_string()))
 }
 
 fn encoding(headers: &HeaderMap) -> Encoding {

@@ -5,6 +5,8 @@
 //! purpose. The only way to leave it out is on the command line:
 //! `cargo test --workspace --exclude tollgate-rest-proxy`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! The proxy's protocol over real HTTP on loopback, in front of a private
 //! redis-server: every endpoint, every error case, base64, scripts.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
