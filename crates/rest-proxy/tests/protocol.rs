@@ -41,7 +41,11 @@ impl Proxy {
             base: format!("http://{addr}"),
             token,
             server,
-            http: reqwest::Client::new(),
+            // A hang fails the test instead of stalling it.
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .expect("an HTTP client"),
         }
     }
 

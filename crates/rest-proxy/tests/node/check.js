@@ -59,7 +59,7 @@ async function main() {
 
   // allow-key-locking, directly: SCRIPT LOAD answers the original's sha, EVALSHA of it runs.
   const locking = `#!lua flags=allow-key-locking\nreturn redis.call('INCR', KEYS[1]) -- ${prefix}`;
-  out.scriptLoadSha = (await redis.scriptLoad(locking)) === sha1(locking);
+  out.scriptLoadSha = await caught(async () => (await redis.scriptLoad(locking)) === sha1(locking));
   out.evalshaLocking = await caught(() => redis.evalsha(sha1(locking), [k('lock')], []));
 
   const bad = new Redis({ url, token: token + 'x', enableTelemetry: false, retry: false });
