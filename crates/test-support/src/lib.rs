@@ -4,6 +4,7 @@
 
 mod faulty;
 mod logs;
+pub mod redis_cluster;
 pub mod redis_server;
 
 pub use faulty::{Fault, Faulty};
