@@ -56,7 +56,7 @@ mod tests {
         cmd.args_iter()
             .filter_map(|arg| match arg {
                 Arg::Simple(bytes) => Some(bytes.to_vec()),
-                Arg::Cursor => None,
+                _ => None,
             })
             .collect()
     }

@@ -48,6 +48,10 @@ pub const SLOTS: u16 = 16384;
 /// `--cluster-node-timeout` of every node, in ms.
 pub const NODE_TIMEOUT_MS: u64 = 1000;
 
+/// Keys per `MIGRATE` in [`RedisCluster::move_slot`]: `redis-cli
+/// --cluster reshard`'s default `--cluster-pipeline`.
+pub const MIGRATE_BATCH: usize = 10;
+
 /// How long the cluster may take to be formed, or to heal after a failover.
 const HEALTHY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -267,11 +271,13 @@ impl RedisCluster {
         redis_cli(&all)
     }
 
-    /// Moves `slot` to the primary on `to`, the way `redis-cli --cluster
-    /// reshard` does, one key at a time with `pause` between keys (so that
-    /// calls run while the slot is half moved and see `ASK`): `IMPORTING`
-    /// on the target, `MIGRATING` on the source, `MIGRATE` of each key,
-    /// then `SETSLOT … NODE` on every primary. Returns the keys moved.
+    /// Moves `slot` to the primary on `to` the way `redis-cli --cluster
+    /// reshard` does: `IMPORTING` on the target, `MIGRATING` on the source,
+    /// then `MIGRATE … KEYS` of [`MIGRATE_BATCH`] keys at a time (its
+    /// default `--cluster-pipeline`) with `pause` between batches (so that
+    /// calls run while the slot is half moved and see `ASK`, or `TRYAGAIN`
+    /// for a multi-key call whose keys are split), then `SETSLOT … NODE` on
+    /// every primary. Returns the keys moved.
     ///
     /// # Panics
     ///
@@ -281,6 +287,7 @@ impl RedisCluster {
         assert_ne!(from, to, "slot {slot} is already on port {to}");
         let (from_id, to_id) = (self.node_id(from), self.node_id(to));
         let slot_text = slot.to_string();
+        let batch_text = MIGRATE_BATCH.to_string();
         let step = |port: u16, args: &[&str]| {
             let out = self.cli(port, args);
             assert!(
@@ -301,25 +308,19 @@ impl RedisCluster {
         let to_text = to.to_string();
         let mut moved = 0;
         loop {
-            let keys = step(from, &["CLUSTER", "GETKEYSINSLOT", &slot_text, "1"]);
-            let Some(key) = keys.lines().map(str::trim).find(|k| !k.is_empty()) else {
+            let listed = step(from, &["CLUSTER", "GETKEYSINSLOT", &slot_text, &batch_text]);
+            let keys: Vec<&str> = listed
+                .lines()
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .collect();
+            if keys.is_empty() {
                 break;
-            };
-            let key = key.to_owned();
-            step(
-                from,
-                &[
-                    "MIGRATE",
-                    "127.0.0.1",
-                    &to_text,
-                    "",
-                    "0",
-                    "5000",
-                    "KEYS",
-                    &key,
-                ],
-            );
-            moved += 1;
+            }
+            let mut migrate = vec!["MIGRATE", "127.0.0.1", &to_text, "", "0", "5000", "KEYS"];
+            migrate.extend(&keys);
+            step(from, &migrate);
+            moved += keys.len();
             std::thread::sleep(pause);
         }
         for port in std::iter::once(to).chain(std::iter::once(from)).chain(

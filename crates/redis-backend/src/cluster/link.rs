@@ -4,10 +4,13 @@
 //! The client keeps one multiplexed connection per node, learns the slot
 //! map from `CLUSTER SLOTS`, refreshes it after a `MOVED` and reconnects a
 //! node whose connection breaks. Its own retries (16 by default, at least
-//! 1,280 ms apart) would outlive any check, so it is set to follow one
-//! redirect and nothing more: [`REDIRECTS`]. Every other wait is the
-//! caller's: the limiter's attempt timer drops a call at its deadline, and
-//! the client then drops the request.
+//! 1,280 ms apart) would outlive any check, so it makes none:
+//! [`CLIENT_RETRIES`] is 0, and the store follows `MOVED` and `ASK` itself
+//! (once per call, `ASKING` and the call in one write: the client sends
+//! them apart, so on a shared connection another call could take the
+//! `ASKING` flag). Every other wait is the caller's: the limiter's attempt
+//! timer drops a call at its deadline, and the client then drops the
+//! request.
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -19,15 +22,9 @@ use tollgate_core::StoreError;
 
 use crate::link::{CONNECT_TIMEOUT, STALE_AFTER};
 
-/// Retries the client makes on its own: one, so that it follows one
-/// `MOVED` or `ASK` (it counts a redirect as a retry). It also spends it
-/// on one quick resend after a broken connection or `TRYAGAIN`; anything
-/// more is the limiter's (2 retries 100 ms apart by default).
-pub(crate) const REDIRECTS: u32 = 1;
-
-/// The longest the client sleeps before its one resend after `TRYAGAIN`,
-/// `CLUSTERDOWN` or `LOADING`, in ms: a fifth of the default 50 ms attempt.
-pub(crate) const MAX_RETRY_WAIT_MS: u64 = 10;
+/// Retries the client makes on its own: none (it would count a redirect
+/// as one). Retries are the limiter's: 2, 100 ms apart, by default.
+pub(crate) const CLIENT_RETRIES: u32 = 0;
 
 /// Limit on each connection attempt to a node, handshake included: the
 /// default [`RetryPolicy::worst_case`](tollgate_core::RetryPolicy::worst_case)
@@ -57,9 +54,7 @@ impl ClusterLink {
     /// A link to the cluster that `seeds` (node URLs) belong to.
     pub(crate) fn new(seeds: &[String]) -> Result<ClusterLink, redis::RedisError> {
         let client = ClusterClient::builder(seeds.iter().map(String::as_str))
-            .retries(REDIRECTS)
-            .min_retry_wait(0)
-            .max_retry_wait(MAX_RETRY_WAIT_MS)
+            .retries(CLIENT_RETRIES)
             .connection_timeout(NODE_CONNECT_TIMEOUT)
             .response_timeout(NODE_RESPONSE_TIMEOUT)
             .overall_response_timeout(None)
@@ -111,8 +106,7 @@ mod tests {
     #[test]
     fn the_client_waits_within_one_check() {
         let policy = RetryPolicy::default();
-        assert_eq!(REDIRECTS, 1, "one redirect, no retries of its own");
-        assert!(Duration::from_millis(MAX_RETRY_WAIT_MS) < policy.timeout);
+        assert_eq!(CLIENT_RETRIES, 0, "no retries of its own");
         assert_eq!(NODE_CONNECT_TIMEOUT, policy.worst_case());
         assert_eq!(NODE_RESPONSE_TIMEOUT, policy.worst_case());
     }

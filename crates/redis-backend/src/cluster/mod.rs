@@ -11,7 +11,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use redis::cluster_routing::Slot;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo, Slot};
 use redis::{Cmd, ErrorKind, Script, ServerErrorKind, Value};
 use tollgate_core::{Deadline, StoreError};
 
@@ -180,24 +181,94 @@ impl RedisClusterStore {
             // Nobody waits for the reply any more; the server would refuse it.
             return Err(StoreError::Timeout(started.elapsed()));
         }
-        let route = slots::route(slot);
-        let mut result = conn
-            .route_command(cmd.clone(), route.clone())
-            .await
-            .and_then(Value::extract_error);
+        let mut target = Target::Slot(slot);
+        let mut result = target.query(&mut conn, &cmd).await;
+        // The client follows no redirect itself (it refreshes its slot map
+        // after a `MOVED`, in the background); the store follows one.
+        if let Err(err) = &result
+            && let Some(redirected) = Target::redirect(err)
+        {
+            target = redirected;
+            result = target.query(&mut conn, &cmd).await;
+        }
         if let (Err(err), Some(lua)) = (&result, lua)
             && err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
         {
-            result = conn
-                .route_command(command::as_eval(&cmd, lua.code), route)
-                .await
-                .and_then(Value::extract_error);
+            result = target
+                .query(&mut conn, &command::as_eval(&cmd, lua.code))
+                .await;
         }
         match result {
             Ok(value) if reply::is_deadline(&value) => Err(StoreError::Timeout(started.elapsed())),
             Ok(value) => Ok(value),
             Err(err) => Err(failure::from_redis(err)),
         }
+    }
+}
+
+/// Where one call goes: its slot's primary, or the node a redirect named.
+enum Target {
+    Slot(Slot),
+    Node {
+        host: String,
+        port: u16,
+        /// After `ASK`: the call is preceded by `ASKING`, in one write, so
+        /// that no other call on the shared connection takes the flag.
+        asking: bool,
+    },
+}
+
+impl Target {
+    /// The node a `MOVED` or `ASK` error names.
+    fn redirect(err: &redis::RedisError) -> Option<Target> {
+        let asking = match err.kind() {
+            ErrorKind::Server(ServerErrorKind::Moved) => false,
+            ErrorKind::Server(ServerErrorKind::Ask) => true,
+            _ => return None,
+        };
+        let (address, _slot) = err.redirect_node()?;
+        let (host, port) = address.rsplit_once(':')?;
+        Some(Target::Node {
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            port: port.parse().ok()?,
+            asking,
+        })
+    }
+
+    async fn query(&self, conn: &mut ClusterConnection, cmd: &Cmd) -> redis::RedisResult<Value> {
+        let value = match self {
+            Target::Slot(slot) => conn.route_command(cmd.clone(), slots::route(*slot)).await?,
+            Target::Node {
+                host,
+                port,
+                asking: false,
+            } => {
+                let route = SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                };
+                conn.route_command(cmd.clone(), RoutingInfo::SingleNode(route))
+                    .await?
+            }
+            Target::Node {
+                host,
+                port,
+                asking: true,
+            } => {
+                let route = SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                };
+                let mut pipe = redis::pipe();
+                pipe.cmd("ASKING").add_command(cmd.clone());
+                let mut replies = conn.route_pipeline(pipe, 1, 1, route).await?;
+                replies.pop().unwrap_or(Value::Nil)
+            }
+        };
+        value.extract_error()
     }
 }
 
