@@ -5,7 +5,7 @@
 //! | I/O error: refused, reset, closed, broken pipe; no cluster node known for a slot | `Connection` | yes |
 //! | a write script's `DEADLINE` reply (nothing was applied) | `Timeout` | yes |
 //! | a connection attempt over its time limit | `Timeout` | yes |
-//! | `LOADING`, `BUSY`, `TRYAGAIN`, `READONLY`, `MASTERDOWN`, `CLUSTERDOWN`, and a `MOVED` or `ASK` the cluster client did not follow | `Busy` | yes |
+//! | `LOADING`, `BUSY`, `TRYAGAIN`, `READONLY`, `MASTERDOWN`, `CLUSTERDOWN`, `NOREPLICAS`, and a `MOVED` or `ASK` left after the one redirect followed | `Busy` | yes |
 //! | a reply of the wrong type or shape | `InvalidReply` | no |
 //! | anything else (`WRONGTYPE`, `NOPERM`, `OOM`, bad auth, ...) | `Backend` | no |
 
@@ -17,8 +17,10 @@ use crate::link::CONNECT_TIMEOUT;
 /// Server error codes that a later attempt may get past.
 /// `MOVED` and `ASK` reach a caller only from Redis Cluster, when a slot
 /// moved again while its redirect was followed: the client refreshes its
-/// slot map, so the next attempt finds the slot.
-const BUSY_CODES: [&str; 8] = [
+/// slot map, so the next attempt finds the slot. `NOREPLICAS`: a primary
+/// with `min-replicas-to-write` refuses writes while too few replicas are
+/// in sync.
+const BUSY_CODES: [&str; 9] = [
     "LOADING",
     "BUSY",
     "TRYAGAIN",
@@ -27,6 +29,7 @@ const BUSY_CODES: [&str; 8] = [
     "CLUSTERDOWN",
     "MOVED",
     "ASK",
+    "NOREPLICAS",
 ];
 
 fn is_busy_code(code: &str) -> bool {
