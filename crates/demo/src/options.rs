@@ -19,7 +19,7 @@ pub struct Options {
     pub listen: SocketAddr,
 
     /// Where counters live: sqlite:PATH, redis://HOST:PORT, rediss://HOST:PORT
-    /// or postgres://USER@HOST/DB.
+    /// redis-cluster://HOST:PORT,HOST:PORT or postgres://USER@HOST/DB.
     #[arg(
         long,
         env = "TOLLGATE_STORE",

@@ -47,6 +47,8 @@ pub enum OpenError {
 /// | `redis://[:PASSWORD@]HOST[:PORT][/DB]` | Redis | `redis` |
 /// | `rediss://…` | Redis over TLS | `redis-tls` |
 /// | `unix:///PATH` (or `redis+unix://`) | Redis on a unix socket | `redis` |
+/// | `redis-cluster://HOST:PORT,HOST:PORT,…` | Redis Cluster | `redis` |
+/// | `rediss-cluster://…` | Redis Cluster over TLS | `redis-tls` |
 /// | `valkey://…`, `valkeys://…` (or `valkey+unix://`) | Valkey, as Redis | `redis`, `redis-tls` |
 /// | `sqlite:PATH` (or `sqlite://PATH`) | one SQLite file | `sqlite` |
 /// | `postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB` (or `postgresql://`) | Postgres | `postgres` |
@@ -66,6 +68,12 @@ pub fn open_store(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
     match scheme.to_ascii_lowercase().as_str() {
         "redis" | "valkey" | "unix" | "redis+unix" | "valkey+unix" => redis(url),
         "rediss" | "valkeys" => rediss(url),
+        "redis-cluster" => redis_cluster(url),
+        "rediss-cluster" if cfg!(feature = "redis-tls") => redis_cluster(url),
+        "rediss-cluster" => Err(OpenError::NotCompiled {
+            scheme: "rediss-cluster://",
+            feature: "redis-tls",
+        }),
         "sqlite" => {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() {
@@ -88,6 +96,25 @@ fn redis(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
             source: Box::new(err),
         }),
     }
+}
+
+#[cfg(feature = "redis")]
+fn redis_cluster(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    match tollgate_redis::RedisClusterStore::open(url) {
+        Ok(store) => Ok(Arc::new(store)),
+        Err(err) => Err(OpenError::Open {
+            store: "redis-cluster",
+            source: Box::new(err),
+        }),
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+fn redis_cluster(_url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    Err(OpenError::NotCompiled {
+        scheme: "redis-cluster://",
+        feature: "redis",
+    })
 }
 
 #[cfg(not(feature = "redis"))]
@@ -294,6 +321,14 @@ mod tests {
         ] {
             assert!(open_store(url).is_ok(), "{url}");
         }
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn cluster_urls_open_lazily() {
+        assert!(open_store("redis-cluster://127.0.0.1:1,127.0.0.1:2").is_ok());
+        let hidden = open_store("redis-cluster://u:hunter2@127.0.0.1:1").map(|s| format!("{s:?}"));
+        assert!(hidden.is_ok_and(|text| !text.contains("hunter2")));
     }
 
     #[cfg(not(feature = "redis-tls"))]
