@@ -1,0 +1,189 @@
+//! The proxy's connections to Redis: one shared multiplexed connection for
+//! single commands and pipelines, and dedicated ones (kept in a small idle
+//! pool) for transactions. Every call is bounded; a broken connection is
+//! dropped and the next call connects again, so the proxy recovers when
+//! Redis comes back.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, Value};
+
+/// How many dedicated connections wait for the next transaction.
+const MAX_IDLE: usize = 8;
+
+/// Why Redis gave no reply (an error reply is a reply, not a failure).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LinkError {
+    /// The call took longer than the configured bound.
+    #[error("redis did not answer within {0:?}")]
+    Timeout(Duration),
+    /// Connecting, sending or reading failed.
+    #[error("redis is unavailable: {0}")]
+    Redis(#[from] RedisError),
+}
+
+/// The connections to one Redis server.
+pub(crate) struct Link {
+    client: redis::Client,
+    timeout: Duration,
+    /// The shared connection and its generation, once connected.
+    shared: Mutex<Option<(u64, MultiplexedConnection)>>,
+    /// Held while connecting the shared connection, so callers wait for one
+    /// attempt instead of each making their own.
+    connecting: tokio::sync::Mutex<()>,
+    generation: AtomicU64,
+    idle: Mutex<Vec<MultiplexedConnection>>,
+}
+
+impl Link {
+    /// A link that connects on first use; every call is bounded by `timeout`.
+    pub(crate) fn new(client: redis::Client, timeout: Duration) -> Link {
+        Link {
+            client,
+            timeout,
+            shared: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            generation: AtomicU64::new(0),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Sends one command on the shared connection.
+    pub(crate) async fn command(&self, cmd: &Cmd) -> Result<Value, LinkError> {
+        self.bounded(async {
+            let (generation, mut conn) = self.shared().await?;
+            let reply = conn.send_packed_command(cmd).await;
+            self.check(generation, reply)
+        })
+        .await
+    }
+
+    /// Sends a pipeline on the shared connection and returns its `count`
+    /// replies, error replies among them.
+    pub(crate) async fn pipeline(
+        &self,
+        pipe: &Pipeline,
+        count: usize,
+    ) -> Result<Vec<Value>, LinkError> {
+        self.bounded(async {
+            let (generation, mut conn) = self.shared().await?;
+            let replies = conn.send_packed_commands(pipe, 0, count).await;
+            self.check(generation, replies)
+        })
+        .await
+    }
+
+    /// Sends a pipeline on a connection no other caller uses meanwhile (for
+    /// MULTI … EXEC) and returns its `count` replies.
+    pub(crate) async fn dedicated(
+        &self,
+        pipe: &Pipeline,
+        count: usize,
+    ) -> Result<Vec<Value>, LinkError> {
+        self.bounded(async {
+            let idle = self
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+            let mut conn = match idle {
+                Some(conn) => conn,
+                None => self.connect().await?,
+            };
+            let replies = conn.send_packed_commands(pipe, 0, count).await?;
+            // Only a connection that answered in full goes back: a timed-out
+            // or broken one is dropped with this future.
+            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            if idle.len() < MAX_IDLE {
+                idle.push(conn);
+            }
+            Ok(replies)
+        })
+        .await
+    }
+
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<T, LinkError>>,
+    ) -> Result<T, LinkError> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result,
+            Err(_) => {
+                // A server that stopped answering may have wedged the shared
+                // connection: the next call starts a fresh one.
+                self.forget(None);
+                Err(LinkError::Timeout(self.timeout))
+            }
+        }
+    }
+
+    /// The shared connection, connecting it first if there is none.
+    async fn shared(&self) -> Result<(u64, MultiplexedConnection), LinkError> {
+        if let Some(current) = self.current() {
+            return Ok(current);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(current) = self.current() {
+            return Ok(current);
+        }
+        let conn = self.connect().await?;
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        *self.shared.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((generation, conn.clone()));
+        tracing::info!("connected to redis");
+        Ok((generation, conn))
+    }
+
+    fn current(&self) -> Option<(u64, MultiplexedConnection)> {
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    async fn connect(&self) -> Result<MultiplexedConnection, LinkError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout));
+        Ok(self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?)
+    }
+
+    /// Passes `result` on; drops the shared connection of `generation` if
+    /// the error says it is broken.
+    fn check<T>(&self, generation: u64, result: Result<T, RedisError>) -> Result<T, LinkError> {
+        result.map_err(|error| {
+            if error.is_io_error()
+                || error.is_connection_dropped()
+                || error.is_unrecoverable_error()
+                || error.is_timeout()
+            {
+                self.forget(Some(generation));
+            }
+            LinkError::Redis(error)
+        })
+    }
+
+    /// Drops the shared connection (only if it is still `generation`, when given)
+    /// and the idle ones.
+    fn forget(&self, generation: Option<u64>) {
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((current, _)) = shared.as_ref()
+            && generation.is_none_or(|g| g == *current)
+        {
+            *shared = None;
+            tracing::warn!("lost the redis connection; the next call connects again");
+        }
+        drop(shared);
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}

@@ -1,0 +1,182 @@
+//! Running commands on Redis: single ones, pipelines and transactions, with
+//! scripts rewritten so that stock Redis runs `allow-key-locking` ones.
+
+use std::borrow::Cow;
+
+use redis::{Pipeline, ServerErrorKind, Value};
+
+use crate::command::Command;
+use crate::link::{Link, LinkError};
+use crate::reply::error_text;
+use crate::script::Scripts;
+
+/// One command's outcome.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// Redis answered (an error reply included).
+    Value(Value),
+    /// The proxy refused to send it; the text says why.
+    Refused(String),
+}
+
+/// A transaction's outcome.
+#[derive(Debug)]
+pub(crate) enum Transaction {
+    /// EXEC ran: one reply per command.
+    Committed(Vec<Value>),
+    /// Nothing ran; the text is the first error.
+    Aborted(String),
+}
+
+/// Runs commands on one Redis, remembering the scripts it rewrote.
+pub(crate) struct Runner {
+    link: Link,
+    scripts: Scripts,
+}
+
+/// What to send for a command.
+struct Prepared<'a> {
+    send: Cow<'a, Command>,
+    /// Sent when `send` is answered NOSCRIPT: the stripped script by EVAL.
+    on_noscript: Option<Command>,
+    /// The reply to give instead of a successful one: the original's sha
+    /// for SCRIPT LOAD of a rewritten script.
+    sha_reply: Option<String>,
+}
+
+impl Prepared<'_> {
+    fn finish(&self, reply: Value) -> Value {
+        match (&self.sha_reply, reply) {
+            (_, reply @ Value::ServerError(_)) => reply,
+            (Some(sha), _) => Value::BulkString(sha.clone().into_bytes()),
+            (None, reply) => reply,
+        }
+    }
+}
+
+impl Runner {
+    /// A runner over `link`.
+    pub(crate) fn new(link: Link) -> Runner {
+        Runner {
+            link,
+            scripts: Scripts::default(),
+        }
+    }
+
+    /// Runs one command on the shared connection.
+    pub(crate) async fn single(&self, command: &Command) -> Result<Reply, LinkError> {
+        if let Some(why) = command.unsupported() {
+            return Ok(Reply::Refused(why));
+        }
+        let prepared = self.prepare(command, false);
+        let reply = self.link.command(&prepared.send.to_cmd()).await?;
+        let reply = match (&reply, &prepared.on_noscript) {
+            (Value::ServerError(e), Some(eval)) if e.kind() == Some(ServerErrorKind::NoScript) => {
+                self.link.command(&eval.to_cmd()).await?
+            }
+            _ => reply,
+        };
+        Ok(Reply::Value(prepared.finish(reply)))
+    }
+
+    /// Runs a pipeline on the shared connection: one reply per command, in order.
+    pub(crate) async fn pipeline(&self, commands: &[Command]) -> Result<Vec<Reply>, LinkError> {
+        let mut pipe = Pipeline::new();
+        let mut prepared = Vec::with_capacity(commands.len());
+        for command in commands {
+            let p = (command.unsupported().is_none()).then(|| self.prepare(command, true));
+            if let Some(p) = &p {
+                pipe.add_command(p.send.to_cmd());
+            }
+            prepared.push(p);
+        }
+        let sent = prepared.iter().flatten().count();
+        let mut replies = if sent == 0 {
+            Vec::new().into_iter()
+        } else {
+            self.link.pipeline(&pipe, sent).await?.into_iter()
+        };
+        Ok(commands
+            .iter()
+            .zip(prepared)
+            .map(|(command, p)| match p {
+                None => Reply::Refused(command.unsupported().unwrap_or_default()),
+                Some(p) => Reply::Value(p.finish(replies.next().unwrap_or(Value::Nil))),
+            })
+            .collect())
+    }
+
+    /// Runs the commands as one MULTI … EXEC on a dedicated connection.
+    pub(crate) async fn transaction(&self, commands: &[Command]) -> Result<Transaction, LinkError> {
+        if let Some(why) = commands.iter().find_map(Command::unsupported) {
+            return Ok(Transaction::Aborted(why));
+        }
+        let prepared: Vec<Prepared<'_>> = commands.iter().map(|c| self.prepare(c, true)).collect();
+        let mut pipe = Pipeline::new();
+        pipe.cmd("MULTI");
+        for p in &prepared {
+            pipe.add_command(p.send.to_cmd());
+        }
+        pipe.cmd("EXEC");
+        let replies = self.link.dedicated(&pipe, prepared.len() + 2).await?;
+        let queued = replies.get(1..=prepared.len()).unwrap_or(&[]);
+        if let Some(Value::ServerError(e)) =
+            queued.iter().find(|r| matches!(r, Value::ServerError(_)))
+        {
+            return Ok(Transaction::Aborted(error_text(e)));
+        }
+        Ok(match replies.into_iter().nth(prepared.len() + 1) {
+            Some(Value::Array(values)) if values.len() == prepared.len() => Transaction::Committed(
+                prepared
+                    .iter()
+                    .zip(values)
+                    .map(|(p, v)| p.finish(v))
+                    .collect(),
+            ),
+            Some(Value::ServerError(e)) => Transaction::Aborted(error_text(&e)),
+            _ => Transaction::Aborted("ERR unexpected reply to EXEC".to_owned()),
+        })
+    }
+
+    /// The command to send for `command`: scripts without `allow-key-locking`,
+    /// EVALSHA of a rewritten script's original sha by its stripped sha (or,
+    /// `batched` in a pipeline or transaction, where a NOSCRIPT cannot be
+    /// retried in place, by EVAL of the stripped text).
+    fn prepare<'a>(&self, command: &'a Command, batched: bool) -> Prepared<'a> {
+        let mut prepared = Prepared {
+            send: Cow::Borrowed(command),
+            on_noscript: None,
+            sha_reply: None,
+        };
+        let args = command.args();
+        match command.name().as_str() {
+            "EVAL" | "EVAL_RO" => {
+                if let Some(stripped) = args.first().and_then(|s| self.scripts.learn(s)) {
+                    prepared.send = Cow::Owned(command.with_arg(1, &stripped.text));
+                }
+            }
+            "SCRIPT" if args.len() == 2 && args[0].eq_ignore_ascii_case(b"LOAD") => {
+                if let Some(stripped) = self.scripts.learn(&args[1]) {
+                    prepared.send = Cow::Owned(command.with_arg(2, &stripped.text));
+                    prepared.sha_reply = Some(crate::script::sha1_hex(&args[1]));
+                }
+            }
+            name @ ("EVALSHA" | "EVALSHA_RO") => {
+                if let Some(stripped) = args.first().and_then(|sha| self.scripts.lookup(sha)) {
+                    let eval = if name == "EVALSHA" { "EVAL" } else { "EVAL_RO" };
+                    let by_text = command
+                        .with_arg(0, eval.as_bytes())
+                        .with_arg(1, &stripped.text);
+                    if batched {
+                        prepared.send = Cow::Owned(by_text);
+                    } else {
+                        prepared.send = Cow::Owned(command.with_arg(1, stripped.sha.as_bytes()));
+                        prepared.on_noscript = Some(by_text);
+                    }
+                }
+            }
+            _ => {}
+        }
+        prepared
+    }
+}
