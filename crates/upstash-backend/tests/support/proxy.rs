@@ -20,8 +20,13 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy on a free loopback port in front of `redis_url`.
     pub fn start(redis_url: &str) -> Proxy {
+        Proxy::start_on(0, redis_url)
+    }
+
+    /// A proxy on `port` (0: a free one) in front of `redis_url`.
+    pub fn start_on(port: u16, redis_url: &str) -> Proxy {
         let mut proxy = Proxy {
-            port: 0,
+            port,
             redis_url: redis_url.to_owned(),
             running: None,
         };
