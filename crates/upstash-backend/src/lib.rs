@@ -10,8 +10,6 @@ mod ops;
 mod reply;
 mod script;
 mod store;
-#[cfg(feature = "tls")]
-mod tls;
 mod transport;
 
 use std::time::Duration;
@@ -51,5 +49,13 @@ mod tests {
     #[test]
     fn the_connect_timeout_is_the_default_policys_worst_case() {
         assert_eq!(CONNECT_TIMEOUT, RetryPolicy::default().worst_case());
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn https_stores_open_and_other_reqwest_clients_still_build() {
+        assert!(UpstashStore::open("https://eu1-x.upstash.io", "t").is_ok());
+        // No process-wide crypto provider is needed, by this client or any other.
+        assert!(reqwest::Client::builder().build().is_ok());
     }
 }

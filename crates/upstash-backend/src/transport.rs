@@ -55,8 +55,6 @@ impl Http {
             .tcp_nodelay(true)
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy();
-        #[cfg(feature = "tls")]
-        let builder = builder.tls_backend_preconfigured(crate::tls::config()?);
         let client = builder
             .build()
             .map_err(|err| Error::Client(err.without_url().to_string()))?;
