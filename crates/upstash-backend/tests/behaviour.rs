@@ -168,7 +168,7 @@ async fn a_counter_of_another_type_is_a_backend_failure_that_changes_nothing() {
         assert_eq!(err.kind(), "backend", "{err:?}");
     }
     let err = store
-        .get(&[text.key.clone()], deadline())
+        .get(std::slice::from_ref(&text.key), deadline())
         .await
         .unwrap_err();
     assert_eq!(err.kind(), "invalid-reply");

@@ -25,6 +25,8 @@ struct Shared {
 
 /// Statics are never dropped, so a watchdog process kills the private
 /// server (and removes its directory) once this test process is gone.
+/// The watchdog outlives this process by design, so it is never waited on.
+#[allow(clippy::zombie_processes)]
 fn watch(server: &RedisServer) {
     let (Some(pid), Some(dir)) = (server.pid(), server.dir()) else {
         return;

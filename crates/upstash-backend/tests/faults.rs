@@ -271,7 +271,7 @@ async fn a_refused_token_is_a_permanent_failure_logged_once_without_the_token() 
             chain.push_str(&e.to_string());
             cause = e.source();
         }
-        assert!(chain.contains(&format!("127.0.0.1:")), "{chain}");
+        assert!(chain.contains("127.0.0.1:"), "{chain}");
         assert!(
             !chain.contains(TOKEN) && !chain.contains("http://"),
             "{chain}"
