@@ -227,6 +227,10 @@ async fn malformed_answers_are_typed_errors_never_a_count_taken_as_zero() {
         assert_eq!(fake.requests().len(), 1, "{what}");
         let verdict = limiter.within(&limits(4)).await;
         assert!(verdict.is_degraded(), "{what}: {verdict:?}");
+        // The store itself refuses the answer (the core checks counts too).
+        let batch: Vec<_> = (0..4).map(|_| counter("c", 1, 9)).collect();
+        let direct = store.count(&batch, deadline()).await;
+        assert_eq!(direct.map_err(|e| e.kind()), Err(kind), "{what}");
     }
 }
 
