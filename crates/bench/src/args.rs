@@ -33,6 +33,14 @@ pub(crate) struct Args {
     /// How each check spends budget.
     #[arg(long, value_enum, default_value_t = Mode::Count)]
     pub(crate) mode: Mode,
+    /// Units each check spends on each limit.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub(crate) cost: u64,
+    /// The attack workload: the seed's 4-limit Ask AI check, reserved, with
+    /// this share of the checks (default 0.9) from visitors already over
+    /// their daily `ask` limit and the rest from new visitors.
+    #[arg(long, num_args = 0..=1, default_missing_value = "0.9", value_parser = share)]
+    pub(crate) attack: Option<f64>,
     /// The tokio runtime both sides run on.
     #[arg(long, value_enum, default_value_t = Flavor::Multi)]
     pub(crate) runtime: Flavor,
@@ -48,14 +56,25 @@ pub(crate) struct Args {
     pub(crate) chart: Option<std::path::PathBuf>,
 }
 
+/// A share between 0 and 1.
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if (0.0..=1.0).contains(&share) => Ok(share),
+        _ => Err(format!("`{text}` is not a share between 0 and 1")),
+    }
+}
+
 /// How a check spends budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Mode {
-    /// Always increment (MULTI/EXEC on Redis).
+    /// Always add the cost (the count script on Redis).
     Count,
-    /// All-or-nothing (a script on Redis).
+    /// All-or-nothing (the reserve script on Redis).
     Reserve,
+    /// Reserve, then settle the first limit at half the cost (a refund:
+    /// two round trips), as an AI route settles its token budget.
+    Settle,
 }
 
 /// The tokio runtime flavour.

@@ -5,10 +5,23 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+/// How one check ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Allowed (after a store round trip).
+    Allowed,
+    /// Refused by the store.
+    Refused,
+    /// Refused by the limiter's local cache, without a store round trip.
+    RefusedLocally,
+    /// Failed (counted, not fatal).
+    Error,
+}
+
 /// One side of the comparison: something that runs one check for a principal.
 pub(crate) trait Side: Clone + Send + Sync + 'static {
-    /// Runs one check; whether it succeeded (an error is counted, not fatal).
-    fn check(&self, principal: u64) -> impl Future<Output = bool> + Send;
+    /// Runs one check.
+    fn check(&self, principal: u64) -> impl Future<Output = Outcome> + Send;
 }
 
 /// Which principals the checks hit.
@@ -38,8 +51,12 @@ impl Keys {
 /// What one measured run saw.
 #[derive(Clone, Debug)]
 pub(crate) struct Sample {
-    /// Checks that succeeded.
+    /// Checks that succeeded (allowed or refused).
     pub(crate) checks: u64,
+    /// Checks refused, by the store or locally.
+    pub(crate) refused: u64,
+    /// Checks refused locally, without a store round trip.
+    pub(crate) local: u64,
     /// Checks that failed.
     pub(crate) errors: u64,
     /// Wall time of the run.
@@ -83,32 +100,33 @@ pub(crate) async fn run<S: Side>(
             tokio::spawn(async move {
                 let mut latency = histogram();
                 let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ ((task as u64 + 1) << 17);
-                let (mut checks, mut errors) = (0u64, 0u64);
+                let mut counts = [0u64; 4];
                 while Instant::now() < deadline {
                     let principal = keys.pick(&mut rng);
                     let t = Instant::now();
-                    let ok = side.check(principal).await;
+                    let outcome = side.check(principal).await;
                     latency.saturating_record(t.elapsed().as_micros() as u64);
-                    if ok {
-                        checks += 1;
-                    } else {
-                        errors += 1;
-                    }
+                    counts[outcome as usize] += 1;
                 }
-                (checks, errors, latency)
+                (counts, latency)
             })
         })
         .collect();
     let mut sample = Sample {
         checks: 0,
+        refused: 0,
+        local: 0,
         errors: 0,
         elapsed: Duration::ZERO,
         latency: histogram(),
     };
     for task in tasks {
         match task.await {
-            Ok((checks, errors, latency)) => {
-                sample.checks += checks;
+            Ok((counts, latency)) => {
+                let [allowed, refused, local, errors] = counts;
+                sample.checks += allowed + refused + local;
+                sample.refused += refused + local;
+                sample.local += local;
                 sample.errors += errors;
                 let _ = sample.latency.add(&latency);
             }

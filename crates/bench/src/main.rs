@@ -13,12 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use tollgate::{Limiter, Rule};
+use tollgate::Limiter;
 
-use args::{Args, Flavor};
+use args::{Args, Flavor, Mode};
 use load::Keys;
 use report::{Report, Round};
-use sides::{Raw, Tollgate};
+use sides::{Raw, Tollgate, Workload};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -43,13 +43,13 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn Error>> {
-    let rules: Arc<[Rule]> = sides::rules(args.limits).into();
+    let work = workload(&args, args.limits);
     let keys = Keys {
         count: args.keys,
         hot: args.hot,
     };
-    let tollgate = tollgate_side(&args, rules.clone())?;
-    let raw = raw_side(&args, rules.clone()).await?;
+    let tollgate = tollgate_side(&args, work.clone())?;
+    let raw = raw_side(&args, work).await?;
     let duration = Duration::from_secs_f64(args.duration.max(0.0));
     let warmup = Duration::from_secs_f64(args.warmup.max(0.0));
 
@@ -91,25 +91,41 @@ fn scheme(url: &str) -> &str {
     url.split(':').next().unwrap_or(url)
 }
 
-fn tollgate_side(args: &Args, rules: Arc<[Rule]>) -> Result<Tollgate, Box<dyn Error>> {
+/// The checks of a run: `limits` bench rules, or the attack workload.
+fn workload(args: &Args, limits: u16) -> Workload {
+    let (rules, mode) = match args.attack {
+        Some(_) => (sides::attack_rules(), Mode::Reserve),
+        None => (sides::rules(limits), args.mode),
+    };
+    Workload {
+        rules: rules.into(),
+        mode,
+        cost: args.cost,
+        attack: args.attack,
+        fresh: Arc::default(),
+    }
+}
+
+fn tollgate_side(args: &Args, work: Workload) -> Result<Tollgate, Box<dyn Error>> {
     let store = tollgate::open_store(&args.store)?;
     Ok(Tollgate {
         limiter: Limiter::new(store),
-        rules,
-        mode: args.mode,
+        work,
     })
 }
 
-async fn raw_side(args: &Args, rules: Arc<[Rule]>) -> Result<Option<Raw>, Box<dyn Error>> {
+async fn raw_side(args: &Args, work: Workload) -> Result<Option<Raw>, Box<dyn Error>> {
     if args.no_raw || !scheme(&args.store).starts_with("redis") {
         return Ok(None);
     }
     let client = redis::Client::open(args.store.as_str())?;
+    let [count, reserve, refund] = Raw::scripts();
     Ok(Some(Raw {
         connection: client.get_multiplexed_async_connection().await?,
-        rules,
-        mode: args.mode,
-        script: Arc::new(redis::Script::new(tollgate::redis::RESERVE_SCRIPT)),
+        work,
+        count,
+        reserve,
+        refund,
     }))
 }
 
@@ -123,7 +139,9 @@ async fn setup(args: &Args, raw: bool) -> serde_json::Value {
         "limits": args.limits,
         "keys": args.keys,
         "hot": args.hot,
-        "mode": args.mode,
+        "mode": if args.attack.is_some() { Mode::Reserve } else { args.mode },
+        "cost": args.cost,
+        "attack_share": args.attack,
         "duration_s": args.duration,
         "rounds": args.rounds,
         "runtime": args.runtime,
@@ -156,9 +174,9 @@ async fn sweep(
     const LEVELS: [usize; 7] = [1, 2, 5, 10, 25, 50, 100];
     let mut series = Vec::new();
     for limits in [1u16, 4] {
-        let rules: Arc<[Rule]> = sides::rules(limits).into();
-        let tollgate = tollgate_side(args, rules.clone())?;
-        let raw = raw_side(args, rules).await?;
+        let work = workload(args, limits);
+        let tollgate = tollgate_side(args, work.clone())?;
+        let raw = raw_side(args, work).await?;
         let mut lines = vec![
             (format!("tollgate p50, {limits} limit(s)"), Vec::new()),
             (format!("tollgate p99, {limits} limit(s)"), Vec::new()),

@@ -19,6 +19,11 @@ pub(crate) struct Round {
     pub(crate) p999_ms: f64,
     /// Failed checks.
     pub(crate) errors: u64,
+    /// Checks refused (by the store or locally).
+    pub(crate) refused: u64,
+    /// Store round trips per refused check: 1 for a refusal the store
+    /// answered, 0 for one the limiter answered locally.
+    pub(crate) round_trips_per_refused: Option<f64>,
 }
 
 impl Round {
@@ -30,6 +35,9 @@ impl Round {
             p99_ms: sample.millis(0.99),
             p999_ms: sample.millis(0.999),
             errors: sample.errors,
+            refused: sample.refused,
+            round_trips_per_refused: (sample.refused > 0)
+                .then(|| (sample.refused - sample.local) as f64 / sample.refused as f64),
         }
     }
 }
@@ -88,11 +96,16 @@ impl Report {
     /// The report as a table.
     pub(crate) fn table(&self) -> String {
         let mut out = format!("store: {}\nsetup: {}\n\n", self.store, self.setup);
-        out.push_str("side        checks/s    p50 ms    p99 ms  p99.9 ms   errors\n");
+        out.push_str(
+            "side        checks/s    p50 ms    p99 ms  p99.9 ms   errors    refused  trips/refused\n",
+        );
         for r in &self.rounds {
+            let trips = r
+                .round_trips_per_refused
+                .map_or_else(|| "-".to_owned(), |t| format!("{t:.3}"));
             out.push_str(&format!(
-                "{:<9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>8}\n",
-                r.side, r.checks_per_sec, r.p50_ms, r.p99_ms, r.p999_ms, r.errors
+                "{:<9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>8} {:>10} {:>14}\n",
+                r.side, r.checks_per_sec, r.p50_ms, r.p99_ms, r.p999_ms, r.errors, r.refused, trips
             ));
         }
         for side in ["tollgate", "raw"] {

@@ -1,89 +1,239 @@
 //! The two sides: tollgate through its `Limiter`, and the raw ceiling with
-//! the `redis` crate alone.
+//! the `redis` crate alone, sending the same scripts.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tollgate::{Limiter, Rule, Window};
+use tollgate::redis::scripts;
+use tollgate::{Deadline, Limit, Limiter, Rule, Window};
 
 use crate::args::Mode;
-use crate::load::Side;
+use crate::load::{Outcome, Side};
 
 /// Counters never fill during a run (and stay exact in Lua's doubles).
 pub(crate) const MAX: u64 = 1_000_000_000_000;
 
-/// The rules of a check: `bench-0` … `bench-{n-1}`, windows of a minute, an
-/// hour and a day in turn.
+/// The rules of a check: `bench-0` … `bench-{n-1}`, keyed by a principal,
+/// windows of a minute, an hour and a day in turn.
 pub(crate) fn rules(limits: u16) -> Vec<Rule> {
     let windows = [Window::MINUTE, Window::HOUR, Window::DAY];
     (0..usize::from(limits))
-        .filter_map(|i| Rule::new(&format!("bench-{i}"), MAX, windows[i % windows.len()]).ok())
+        .filter_map(|i| {
+            Rule::new(&format!("bench-{i}"), MAX, windows[i % windows.len()])
+                .and_then(|r| r.with_key(&["principal"]))
+                .ok()
+        })
         .collect()
+}
+
+/// The attack workload's rules: the seed's Ask AI check, `ask` at 15 a
+/// day per visitor, the others too roomy to fill in a run.
+pub(crate) fn attack_rules() -> Vec<Rule> {
+    let rule = |name: &str, max: u64, window: Window, key: &[&str]| {
+        Rule::new(name, max, window)
+            .and_then(|r| r.with_key(key))
+            .ok()
+    };
+    [
+        rule("ask-burst", MAX, Window::MINUTE, &["visitor"]),
+        rule("ask", 15, Window::DAY, &["project", "visitor"]),
+        rule("ask-site", MAX, Window::DAY, &["project"]),
+        rule("ask-all", MAX, Window::DAY, &[]),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// What a check is made of: the principal of the load generator maps to
+/// the key parts of every rule.
+#[derive(Clone, Debug)]
+pub(crate) struct Workload {
+    pub(crate) rules: Arc<[Rule]>,
+    pub(crate) mode: Mode,
+    pub(crate) cost: u64,
+    /// `Some(share)`: the attack workload, `share` of the checks from the
+    /// 100 attackers (principals `0..100`), the rest from new visitors.
+    pub(crate) attack: Option<f64>,
+    /// The next new visitor of the attack workload.
+    pub(crate) fresh: Arc<AtomicU64>,
+}
+
+/// The attackers of the attack workload.
+pub(crate) const ATTACKERS: u64 = 100;
+
+impl Workload {
+    /// The key parts of each rule for one check of `principal`.
+    fn parts(&self, principal: u64) -> Vec<Vec<String>> {
+        match self.attack {
+            None => {
+                let p = principal.to_string();
+                self.rules.iter().map(|_| vec![p.clone()]).collect()
+            }
+            Some(share) => {
+                // The load generator's principal doubles as a die: attackers
+                // below the share, a new visitor above it.
+                let roll = (principal % 1_000) as f64 / 1_000.0;
+                let visitor = if roll < share {
+                    format!("attacker-{}", principal % ATTACKERS)
+                } else {
+                    format!("visitor-{}", self.fresh.fetch_add(1, Ordering::Relaxed))
+                };
+                let site = "docs".to_owned();
+                vec![
+                    vec![visitor.clone()],
+                    vec![site.clone(), visitor],
+                    vec![site],
+                    vec![],
+                ]
+            }
+        }
+    }
+
+    /// The counter keys of one check, as the store writes them.
+    fn keys(&self, parts: &[Vec<String>], now: u64) -> Vec<String> {
+        self.rules
+            .iter()
+            .zip(parts)
+            .filter_map(|(rule, parts)| {
+                let limit = rule.limit(parts).ok()?;
+                Some(limit.counter_key(rule.window().index(now)))
+            })
+            .collect()
+    }
 }
 
 /// tollgate: builds the check's limits from the principal and runs it.
 #[derive(Clone)]
 pub(crate) struct Tollgate {
     pub(crate) limiter: Limiter,
-    pub(crate) rules: Arc<[Rule]>,
-    pub(crate) mode: Mode,
+    pub(crate) work: Workload,
 }
 
 impl Side for Tollgate {
-    async fn check(&self, principal: u64) -> bool {
-        let visitor = principal.to_string();
-        let limits: Result<Vec<_>, _> = self.rules.iter().map(|r| r.limit(&[&visitor])).collect();
-        let Ok(limits) = limits else { return false };
-        let verdict = match self.mode {
-            Mode::Count => self.limiter.count(&limits).await,
-            Mode::Reserve => self.limiter.reserve(&limits).await,
+    async fn check(&self, principal: u64) -> Outcome {
+        let parts = self.work.parts(principal);
+        let limits: Result<Vec<Limit>, _> = self
+            .work
+            .rules
+            .iter()
+            .zip(&parts)
+            .map(|(r, p)| r.limit(p).and_then(|l| l.with_cost(self.work.cost)))
+            .collect();
+        let Ok(limits) = limits else {
+            return Outcome::Error;
         };
-        verdict.is_ok_and(|v| v.is_allowed())
+        let verdict = match self.work.mode {
+            Mode::Count => self.limiter.count(&limits).await,
+            Mode::Reserve | Mode::Settle => self.limiter.reserve(&limits).await,
+        };
+        let Ok(verdict) = verdict else {
+            return Outcome::Error;
+        };
+        if !verdict.is_allowed() {
+            return if verdict.is_local() {
+                Outcome::RefusedLocally
+            } else {
+                Outcome::Refused
+            };
+        }
+        if self.work.mode == Mode::Settle {
+            // As an AI route settles its token budget: one rule, one refund.
+            let used = self.work.cost.div_ceil(2);
+            let Some(first) = self.work.rules.first() else {
+                return Outcome::Error;
+            };
+            if self
+                .limiter
+                .settle(&verdict, first.name(), used)
+                .await
+                .is_err()
+            {
+                return Outcome::Error;
+            }
+        }
+        Outcome::Allowed
     }
 }
 
-/// The raw ceiling: the same keys and the same atomic work, with the
-/// `redis` crate alone over one multiplexed connection.
+/// The raw ceiling: the same keys and the same scripts, with the `redis`
+/// crate alone over one multiplexed connection.
 #[derive(Clone)]
 pub(crate) struct Raw {
     pub(crate) connection: redis::aio::MultiplexedConnection,
-    pub(crate) rules: Arc<[Rule]>,
-    pub(crate) mode: Mode,
-    pub(crate) script: Arc<redis::Script>,
+    pub(crate) work: Workload,
+    pub(crate) count: Arc<redis::Script>,
+    pub(crate) reserve: Arc<redis::Script>,
+    pub(crate) refund: Arc<redis::Script>,
+}
+
+impl Raw {
+    /// The scripts, ready to send.
+    pub(crate) fn scripts() -> [Arc<redis::Script>; 3] {
+        [scripts::COUNT, scripts::RESERVE, scripts::REFUND].map(|s| Arc::new(redis::Script::new(s)))
+    }
 }
 
 impl Side for Raw {
-    async fn check(&self, principal: u64) -> bool {
+    async fn check(&self, principal: u64) -> Outcome {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        // The same deadline check as a store call, with a cutoff so far off
+        // (10 s) that a loaded machine never turns it into an error: the
+        // raw side has no retries to fall back on.
+        let cutoff = Deadline::after(std::time::Duration::from_secs(10)).cutoff_unix_millis();
+        let keys = self.work.keys(&self.work.parts(principal), now);
+        let cost = self.work.cost;
         let mut connection = self.connection.clone();
-        match self.mode {
+        let ttls = self.work.rules.iter().map(|r| r.window().secs() * 1_000);
+        match self.work.mode {
             Mode::Count => {
-                let mut pipe = redis::pipe();
-                pipe.atomic();
-                for rule in self.rules.iter() {
-                    let w = rule.window();
-                    let key = format!("limit:{}:{principal}:{}", rule.name(), w.index(now));
-                    pipe.incr(&key, 1)
-                        .pexpire(&key, (w.secs() * 1_000) as i64)
-                        .ignore();
-                }
-                pipe.query_async::<Vec<i64>>(&mut connection).await.is_ok()
-            }
-            Mode::Reserve => {
-                let mut call = self.script.prepare_invoke();
-                for rule in self.rules.iter() {
-                    let w = rule.window();
-                    call.key(format!(
-                        "limit:{}:{principal}:{}",
-                        rule.name(),
-                        w.index(now)
-                    ));
-                    call.arg(w.secs() * 1_000).arg(rule.max());
+                let mut call = self.count.prepare_invoke();
+                call.arg(cutoff);
+                for (key, ttl) in keys.iter().zip(ttls) {
+                    call.key(key).arg(ttl).arg(cost);
                 }
                 let reply: redis::RedisResult<Vec<i64>> = call.invoke_async(&mut connection).await;
-                reply.is_ok_and(|r| r.first() == Some(&1))
+                match reply {
+                    Ok(counts)
+                        if counts
+                            .iter()
+                            .zip(self.work.rules.iter())
+                            .all(|(&c, r)| c as u64 <= r.max()) =>
+                    {
+                        Outcome::Allowed
+                    }
+                    Ok(_) => Outcome::Refused,
+                    Err(_) => Outcome::Error,
+                }
+            }
+            Mode::Reserve | Mode::Settle => {
+                let mut call = self.reserve.prepare_invoke();
+                call.arg(cutoff);
+                for ((key, ttl), rule) in keys.iter().zip(ttls).zip(self.work.rules.iter()) {
+                    call.key(key).arg(ttl).arg(cost).arg(rule.max());
+                }
+                let reply: redis::RedisResult<Vec<i64>> = call.invoke_async(&mut connection).await;
+                match reply {
+                    Ok(r) if r.first() == Some(&1) => {}
+                    Ok(_) => return Outcome::Refused,
+                    Err(_) => return Outcome::Error,
+                }
+                if self.work.mode == Mode::Settle {
+                    let mut call = self.refund.prepare_invoke();
+                    call.arg(cutoff);
+                    if let Some(key) = keys.first() {
+                        call.key(key).arg(cost - cost.div_ceil(2));
+                    }
+                    let reply: redis::RedisResult<Vec<i64>> =
+                        call.invoke_async(&mut connection).await;
+                    if reply.is_err() {
+                        return Outcome::Error;
+                    }
+                }
+                Outcome::Allowed
             }
         }
     }

@@ -8,12 +8,17 @@ use std::process::Command;
 use tollgate_test_support::redis_server::RedisServer;
 
 fn bench(args: &[&str]) -> serde_json::Value {
+    bench_after("0.1", args)
+}
+
+/// A smoke run after `warmup` seconds of warm-up.
+fn bench_after(warmup: &str, args: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_tollgate-bench"))
         .args([
             "--duration",
             "0.5",
             "--warmup",
-            "0.1",
+            warmup,
             "--rounds",
             "1",
             "--concurrency",
@@ -65,6 +70,43 @@ fn redis_smoke_run_compares_with_the_raw_ceiling() {
             "{report}"
         );
     }
+}
+
+#[test]
+fn redis_attack_and_settle_runs_report_refusals_and_refunds() {
+    let server = RedisServer::start();
+    // Long enough for each of the 100 attackers to pass its 15 a day.
+    let report = bench_after("2", &["--store", &server.url(), "--attack"]);
+    let round = |side: &str| {
+        report["rounds"]
+            .as_array()
+            .and_then(|rounds| rounds.iter().find(|r| r["side"] == side))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {side} round: {report}"))
+    };
+    let (tollgate, raw) = (round("tollgate"), round("raw"));
+    assert!(tollgate["refused"].as_u64() > Some(0), "{report}");
+    let trips = tollgate["round_trips_per_refused"].as_f64().unwrap();
+    assert!(trips < 0.05, "refusals went to the store: {report}");
+    assert_eq!(
+        raw["round_trips_per_refused"].as_f64(),
+        Some(1.0),
+        "{report}"
+    );
+    let settle = bench(&[
+        "--store",
+        &server.url(),
+        "--limits",
+        "4",
+        "--mode",
+        "settle",
+        "--cost",
+        "8",
+    ]);
+    assert!(
+        rate(&settle, "tollgate") > 0.0 && rate(&settle, "raw") > 0.0,
+        "{settle}"
+    );
 }
 
 #[test]

@@ -27,8 +27,12 @@ pub(crate) struct LocalCache {
 struct Inner {
     /// Counter key → (count last seen, the Unix second its window ends).
     seen: HashMap<String, (u64, u64)>,
-    /// Keys in the order they were first remembered.
+    /// Keys in the order they were first remembered (some may have been
+    /// forgotten since; they are skipped, and compacted away in time).
     order: VecDeque<String>,
+    /// Bumped by every [`LocalCache::forget`]: a store answer obtained
+    /// before a refund or reset is never noted after it.
+    epoch: u64,
 }
 
 impl LocalCache {
@@ -38,6 +42,11 @@ impl LocalCache {
             capacity: capacity.max(1),
             inner: Mutex::default(),
         }
+    }
+
+    /// The epoch to give [`note`](LocalCache::note) for a store call made now.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.lock().epoch
     }
 
     /// The counts last seen of every counter of a check, when every one is
@@ -61,13 +70,22 @@ impl LocalCache {
         full.then_some(counts)
     }
 
-    /// Notes what the store answered for a check: `counts[i]` for
-    /// `counters[i]`, each until `ends[i]`. Counters already remembered
-    /// take the new count; when the check found one of them `full`, every
-    /// counter of it is remembered.
-    pub(crate) fn note(&self, counters: &[Counter], counts: &[u64], ends: &[u64], full: bool) {
+    /// Notes what the store answered for a check whose store call began at
+    /// `epoch`: `counts[i]` for `counters[i]`, each until `ends[i]`.
+    /// Counters already remembered take the new count; when the check found
+    /// one of them `full`, every counter of it is remembered. An answer
+    /// from before a refund or reset (an older epoch) is dropped: it may
+    /// predate the room the refund made.
+    pub(crate) fn note(
+        &self,
+        epoch: u64,
+        counters: &[Counter],
+        counts: &[u64],
+        ends: &[u64],
+        full: bool,
+    ) {
         let mut inner = self.lock();
-        if !full && inner.seen.is_empty() {
+        if inner.epoch != epoch || (!full && inner.seen.is_empty()) {
             return;
         }
         for ((counter, &count), &end) in counters.iter().zip(counts).zip(ends) {
@@ -81,6 +99,12 @@ impl LocalCache {
                         };
                         inner.seen.remove(&oldest);
                     }
+                    if inner.order.len() >= 2 * self.capacity {
+                        // Forgotten keys linger in `order`; drop them now
+                        // and then (amortised: at most once per capacity).
+                        let Inner { seen, order, .. } = &mut *inner;
+                        order.retain(|k| seen.contains_key(k));
+                    }
                     inner.seen.insert(counter.key.clone(), (count, end));
                     inner.order.push_back(counter.key.clone());
                 }
@@ -89,17 +113,18 @@ impl LocalCache {
         observe::cache_entries(inner.seen.len());
     }
 
-    /// Forgets `keys` (after a refund or a reset through this limiter).
+    /// Forgets `keys` (after a refund or a reset through this limiter) and
+    /// starts a new epoch, so that no answer obtained before it is noted.
+    /// Called before the store call and again after it.
     pub(crate) fn forget<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
         let mut inner = self.lock();
+        inner.epoch = inner.epoch.wrapping_add(1);
         let mut removed = false;
         for key in keys {
             removed |= inner.seen.remove(key).is_some();
         }
         if removed {
-            let Inner { seen, order } = &mut *inner;
-            order.retain(|k| seen.contains_key(k));
-            observe::cache_entries(seen.len());
+            observe::cache_entries(inner.seen.len());
         }
     }
 
@@ -135,7 +160,7 @@ mod tests {
         let cache = LocalCache::new(10);
         let full = [counter("a", 1, 5), counter("b", 1, 100)];
         assert_eq!(cache.refusal(&full, 0), None, "nothing known");
-        cache.note(&full, &[5, 7], &[60, 60], true);
+        cache.note(0, &full, &[5, 7], &[60, 60], true);
         assert_eq!(cache.refusal(&full, 10), Some(vec![5, 7]));
         assert_eq!(cache.refusal(&full, 60), None, "the window ended");
         let roomy = [counter("b", 1, 100)];
@@ -153,7 +178,7 @@ mod tests {
     #[test]
     fn a_cheaper_call_that_fits_is_not_refused() {
         let cache = LocalCache::new(10);
-        cache.note(&[counter("t", 100, 1_000)], &[950], &[60], true);
+        cache.note(0, &[counter("t", 100, 1_000)], &[950], &[60], true);
         assert_eq!(
             cache.refusal(&[counter("t", 100, 1_000)], 1),
             Some(vec![950])
@@ -164,10 +189,11 @@ mod tests {
     #[test]
     fn later_answers_update_what_is_remembered_and_add_nothing_new() {
         let cache = LocalCache::new(10);
-        cache.note(&[counter("a", 1, 5)], &[7], &[60], false);
+        cache.note(0, &[counter("a", 1, 5)], &[7], &[60], false);
         assert_eq!(cache.len(), 0, "nothing full, nothing remembered");
-        cache.note(&[counter("a", 1, 5)], &[5], &[60], true);
+        cache.note(0, &[counter("a", 1, 5)], &[5], &[60], true);
         cache.note(
+            0,
             &[counter("a", 1, 5), counter("b", 1, 9)],
             &[2, 1],
             &[60, 60],
@@ -182,10 +208,32 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_from_before_a_refund_or_reset_is_not_noted() {
+        let cache = LocalCache::new(10);
+        let epoch = cache.epoch();
+        cache.forget(["a"]);
+        cache.note(epoch, &[counter("a", 1, 5)], &[5], &[60], true);
+        assert_eq!(cache.len(), 0, "a stale full answer came back");
+        cache.note(cache.epoch(), &[counter("a", 1, 5)], &[5], &[60], true);
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn forgotten_keys_never_grow_the_order_without_bound() {
+        let cache = LocalCache::new(4);
+        for round in 0..100 {
+            let key = format!("k{round}");
+            cache.note(cache.epoch(), &[counter(&key, 1, 1)], &[1], &[60], true);
+            cache.forget([key.as_str()]);
+        }
+        assert!(cache.lock().order.len() <= 8);
+    }
+
+    #[test]
     fn holds_at_most_its_capacity_evicting_the_oldest() {
         let cache = LocalCache::new(3);
         for key in ["a", "b", "c", "d"] {
-            cache.note(&[counter(key, 1, 1)], &[1], &[60], true);
+            cache.note(0, &[counter(key, 1, 1)], &[1], &[60], true);
         }
         assert_eq!(cache.len(), 3);
         assert_eq!(cache.refusal(&[counter("a", 1, 1)], 1), None, "evicted");

@@ -128,11 +128,22 @@ impl Limiter {
 
     /// Counts every limit ([`Mode::Count`]), fail-open: a store failure is
     /// logged and the call allowed, with a degraded verdict.
+    ///
+    /// Two limits of one key (a caller error that [`check`](Limiter::check)
+    /// refuses) are counted as one limit of their summed cost here, so that
+    /// such a call is still counted, never let through for free.
     pub async fn within(&self, limits: &[Limit]) -> Verdict {
+        let merged;
+        let limits = if check_distinct(limits).is_err() {
+            merged = merge_duplicates(limits);
+            &merged[..]
+        } else {
+            limits
+        };
         match self.check(limits, Mode::Count, Policy::FailOpen).await {
             Ok(verdict) => verdict,
-            // Fail-open turns every store failure into a verdict; only a
-            // caller error (duplicate keys) is left, and it is logged by check.
+            // Fail-open turns every store failure into a verdict, and the
+            // limits are distinct here: no other error is left.
             Err(_) => Verdict::degraded(),
         }
     }
@@ -161,6 +172,7 @@ impl Limiter {
         {
             return Ok(verdict);
         }
+        let epoch = self.cache.as_ref().map_or(0, |cache| cache.epoch());
         let reply = match mode {
             Mode::Count => self
                 .retry
@@ -192,7 +204,7 @@ impl Limiter {
                     && mode == Mode::Reserve
                 {
                     let ends: Vec<u64> = verdict.usage().iter().map(Usage::reset).collect();
-                    cache.note(&counters, &counts, &ends, !verdict.is_allowed());
+                    cache.note(epoch, &counters, &counts, &ends, !verdict.is_allowed());
                 }
                 self.report(&verdict, false);
                 Ok(verdict)
@@ -260,7 +272,11 @@ impl Limiter {
             .iter()
             .zip(&counters)
             .zip(counts)
-            .map(|((limit, counter), count)| Usage::new(limit, count, now, !counter.fits(count)))
+            .map(|((limit, _), count)| {
+                // Against the rule's own max: a shadow rule's counter has a higher one.
+                let past_max = count.saturating_add(limit.cost()) > limit.rule().max();
+                Usage::new(limit, count, now, past_max)
+            })
             .collect())
     }
 
@@ -272,19 +288,26 @@ impl Limiter {
         if let Some(cache) = &self.cache {
             cache.forget([key.as_str()]);
         }
-        self.retry
+        let deleted = self
+            .retry
             .run((self.store.name(), "delete"), true, |deadline| {
                 self.store.delete(&key, deadline)
             })
             .await
-            .map_err(Error::Unavailable)
+            .map_err(Error::Unavailable);
+        if let Some(cache) = &self.cache {
+            cache.forget([key.as_str()]);
+        }
+        deleted
     }
 
-    /// Gives back up to `units` of what `spent` spent on the limits of rule
-    /// `rule`, in one store call: never more than the check's cost, never
-    /// below zero, and nothing on a limit whose window has rolled over since
-    /// (the new window's counter is not touched). A verdict that spent
-    /// nothing (a refused reservation, a degraded check) gives nothing back.
+    /// Gives back up to `units` of what `spent` spent on each limit of rule
+    /// `rule`, in one store call: never more than the check's cost on that
+    /// limit, never below zero, and nothing on a limit whose window has
+    /// rolled over since (the new window's counter is not touched). A
+    /// verdict that spent nothing (a refused reservation, a degraded check)
+    /// gives nothing back, and a verdict (with its clones) never gives back
+    /// more than it spent, however often it is refunded or settled.
     ///
     /// A refund is tried once, never retried: a retry whose first attempt
     /// was applied would give back twice. Fail-closed.
@@ -294,7 +317,7 @@ impl Limiter {
     /// [`Error::NotSpent`] when a spending verdict holds no limit of `rule`;
     /// [`Error::Unavailable`] when the store fails.
     pub async fn refund(&self, spent: &Verdict, rule: &str, units: u64) -> Result<(), Error> {
-        self.settle_with(spent, rule, |cost| (units.min(cost), 0))
+        self.settle_with(spent, rule, |i, cost| (spent.give_back(i, units, cost), 0))
             .await
     }
 
@@ -322,33 +345,40 @@ impl Limiter {
     ///
     /// As [`refund`](Limiter::refund).
     pub async fn settle(&self, spent: &Verdict, rule: &str, actual: u64) -> Result<(), Error> {
-        self.settle_with(spent, rule, |cost| {
-            (cost.saturating_sub(actual), actual.saturating_sub(cost))
+        self.settle_with(spent, rule, |i, cost| {
+            spent.settle_up_to(i, cost.saturating_sub(actual), actual.saturating_sub(cost))
         })
         .await
     }
 
-    /// Refunds and counts, per usage of `rule`, the `(refund, excess)` that
-    /// `split` gives for its cost.
+    /// Refunds and counts, per usage `i` of `rule`, the `(refund, excess)`
+    /// that `split` gives for its cost: `split` keeps the verdict's
+    /// account, so that across calls (and clones) a limit never gets back
+    /// more than it spent, nor an excess counted twice.
     async fn settle_with(
         &self,
         spent: &Verdict,
         rule: &str,
-        split: impl Fn(u64) -> (u64, u64),
+        split: impl Fn(usize, u64) -> (u64, u64),
     ) -> Result<(), Error> {
         if !spent.has_spent() {
             return Ok(());
         }
-        let usages: Vec<&Usage> = spent.usage().iter().filter(|u| u.name() == rule).collect();
+        let usages: Vec<(usize, &Usage)> = spent
+            .usage()
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| u.name() == rule)
+            .collect();
         if usages.is_empty() {
             return Err(Error::NotSpent(rule.to_owned()));
         }
         let now = self.clock.now().as_secs();
         let mut refunds = Vec::new();
         let mut excess = Vec::new();
-        for usage in usages {
+        for (i, usage) in usages {
             let window = usage.window();
-            let (back, more) = split(usage.cost());
+            let (back, more) = split(i, usage.cost());
             let counter = |index: u64, cost: u64| Counter {
                 key: key::counter_key(usage.stored(), index),
                 ttl: window.duration(),
@@ -373,6 +403,9 @@ impl Limiter {
                 })
                 .await
                 .and_then(|counts| reply::same_len(refunds.len(), counts));
+            if let Some(cache) = &self.cache {
+                cache.forget(refunds.iter().map(|c| c.key.as_str()));
+            }
             if let Err(err) = done {
                 return Err(self.unavailable(rule, err));
             }
@@ -442,13 +475,28 @@ impl Limiter {
     }
 }
 
+/// The limits with each key once, its cost the sum of the costs given for it.
+fn merge_duplicates(limits: &[Limit]) -> Vec<Limit> {
+    let mut merged: Vec<Limit> = Vec::with_capacity(limits.len());
+    for limit in limits {
+        match merged.iter_mut().find(|m| m.key() == limit.key()) {
+            Some(first) => {
+                let cost = first.cost().saturating_add(limit.cost()).min(MAX_COUNT);
+                if let Ok(summed) = first.clone().with_cost(cost) {
+                    *first = summed;
+                }
+            }
+            None => merged.push(limit.clone()),
+        }
+    }
+    merged
+}
+
 fn check_distinct(limits: &[Limit]) -> Result<(), Error> {
     for (i, a) in limits.iter().enumerate() {
         if limits[i + 1..].iter().any(|b| a.key() == b.key()) {
-            tracing::warn!(
-                rule = a.rule().name(),
-                "two limits of one check share a key"
-            );
+            // Not logged here: the caller gets the typed error, and keys may
+            // come from requests (a log line per call would be theirs to write).
             return Err(Error::DuplicateKey(a.rule().name().to_owned()));
         }
     }

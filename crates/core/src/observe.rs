@@ -11,7 +11,9 @@
 
 use std::time::Duration;
 
-use std::sync::Arc;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 
 use crate::{Limit, StoreError, Verdict};
 
@@ -26,6 +28,7 @@ pub const CACHE_ENTRIES: &str = "tollgate_cache_entries";
 
 /// How a check ended, for one of its rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
 pub(crate) enum Outcome {
     Allowed,
     Limited,
@@ -36,6 +39,15 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    const ALL: [Outcome; 6] = [
+        Outcome::Allowed,
+        Outcome::Limited,
+        Outcome::ShadowLimited,
+        Outcome::Degraded,
+        Outcome::Unavailable,
+        Outcome::AnsweredLocally,
+    ];
+
     fn as_str(self) -> &'static str {
         match self {
             Outcome::Allowed => "allowed",
@@ -62,20 +74,55 @@ pub(crate) fn check(verdict: &Verdict, local: bool) {
         } else {
             outcome
         };
-        count(usage.shared_name(), outcome);
+        usage.metrics().count(usage.shared_name(), outcome);
     }
 }
 
 /// Counts a failed check (`degraded` or `unavailable`) once per rule.
 pub(crate) fn failed(limits: &[Limit], outcome: Outcome) {
     for limit in limits {
-        count(limit.rule().shared_name(), outcome);
+        limit
+            .rule()
+            .metrics()
+            .count(limit.rule().shared_name(), outcome);
     }
 }
 
-fn count(rule: &Arc<str>, outcome: Outcome) {
-    let rule = metrics::SharedString::from(Arc::clone(rule));
-    metrics::counter!(CHECKS, "rule" => rule, "outcome" => outcome.as_str()).increment(1);
+/// A rule's check counters, one per outcome, registered with the metrics
+/// recorder the first time the rule is checked (so: install the recorder
+/// before the first check). Clones of a rule share them; they take no part
+/// in a rule's equality.
+#[derive(Clone, Default)]
+pub(crate) struct RuleMetrics(Arc<OnceLock<[metrics::Counter; 6]>>);
+
+impl RuleMetrics {
+    fn count(&self, rule: &Arc<str>, outcome: Outcome) {
+        let counters = self.0.get_or_init(|| {
+            Outcome::ALL.map(|outcome| {
+                let rule = metrics::SharedString::from(Arc::clone(rule));
+                metrics::counter!(CHECKS, "rule" => rule, "outcome" => outcome.as_str())
+            })
+        });
+        counters[outcome as usize].increment(1);
+    }
+}
+
+impl PartialEq for RuleMetrics {
+    fn eq(&self, _: &RuleMetrics) -> bool {
+        true
+    }
+}
+
+impl Eq for RuleMetrics {}
+
+impl Hash for RuleMetrics {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
+}
+
+impl fmt::Debug for RuleMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RuleMetrics")
+    }
 }
 
 /// Records one store call attempt.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::observe::RuleMetrics;
 use crate::{Error, Limit, Unit, Window};
 
 /// The longest rule name accepted, in bytes.
@@ -29,6 +30,8 @@ pub struct Rule {
     unit: Unit,
     public: bool,
     shadow: bool,
+    #[serde(skip)]
+    metrics: RuleMetrics,
 }
 
 impl Rule {
@@ -64,6 +67,7 @@ impl Rule {
             unit: Unit::Calls,
             public: true,
             shadow: false,
+            metrics: RuleMetrics::default(),
         })
     }
 
@@ -122,6 +126,10 @@ impl Rule {
 
     pub(crate) fn shared_name(&self) -> &Arc<str> {
         &self.name
+    }
+
+    pub(crate) fn metrics(&self) -> &RuleMetrics {
+        &self.metrics
     }
 
     /// How many units one key may spend per window.

@@ -1,7 +1,9 @@
 //! What a check answers: a [`Verdict`], and when limited, a [`RateLimited`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::observe::RuleMetrics;
 use crate::{Limit, Unit, Window};
 
 /// Where one limit stands after a check.
@@ -22,6 +24,7 @@ pub struct Usage {
     /// window index (for refunds and settles; never shown).
     stored: Arc<str>,
     index: u64,
+    metrics: RuleMetrics,
 }
 
 impl Usage {
@@ -47,6 +50,7 @@ impl Usage {
             shadow_over: past_max && rule.is_shadow(),
             stored: limit.stored().clone(),
             index: window.index(now_secs),
+            metrics: rule.metrics().clone(),
         }
     }
 
@@ -57,6 +61,10 @@ impl Usage {
 
     pub(crate) fn shared_name(&self) -> &Arc<str> {
         &self.name
+    }
+
+    pub(crate) fn metrics(&self) -> &RuleMetrics {
+        &self.metrics
     }
 
     /// What the rule counts.
@@ -131,16 +139,71 @@ pub struct Verdict {
     degraded: bool,
     spent: bool,
     local: bool,
+    /// Per usage, what was given back and what excess was counted since
+    /// (shared by clones).
+    settled: Settled,
 }
+
+/// Per usage of a spending verdict: units given back, excess counted.
+#[derive(Clone, Debug, Default)]
+struct Settled(Option<Arc<[[AtomicU64; 2]]>>);
+
+impl PartialEq for Settled {
+    fn eq(&self, _: &Settled) -> bool {
+        true
+    }
+}
+
+impl Eq for Settled {}
 
 impl Verdict {
     pub(crate) fn new(usage: Vec<Usage>, spent: bool) -> Verdict {
+        let settled = match spent && !usage.is_empty() {
+            true => Settled(Some(
+                usage
+                    .iter()
+                    .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                    .collect(),
+            )),
+            false => Settled(None),
+        };
         Verdict {
             usage,
             degraded: false,
             spent,
             local: false,
+            settled,
         }
+    }
+
+    /// Gives back up to `units` more of usage `i`'s `cost`, never more than
+    /// the cost in all (shared by clones); the units to give back now. A
+    /// verdict that spent nothing gives 0.
+    pub(crate) fn give_back(&self, i: usize, units: u64, cost: u64) -> u64 {
+        let Some([back, _]) = self.settled.0.as_ref().and_then(|t| t.get(i)) else {
+            return 0;
+        };
+        let before = back.fetch_update(Ordering::AcqRel, Ordering::Acquire, |given| {
+            Some(given.saturating_add(units).min(cost))
+        });
+        let before = before.unwrap_or_else(|given| given);
+        before
+            .saturating_add(units)
+            .min(cost)
+            .saturating_sub(before)
+    }
+
+    /// Raises what usage `i` has given back to `back` and its counted
+    /// excess to `excess`, never lowering either (shared by clones); the
+    /// units to give back and to count now, so that settling twice with the
+    /// same actual cost does nothing the second time.
+    pub(crate) fn settle_up_to(&self, i: usize, back: u64, excess: u64) -> (u64, u64) {
+        let Some(totals) = self.settled.0.as_ref().and_then(|t| t.get(i)) else {
+            return (0, 0);
+        };
+        let raise =
+            |total: &AtomicU64, to: u64| to.saturating_sub(total.fetch_max(to, Ordering::AcqRel));
+        (raise(&totals[0], back), raise(&totals[1], excess))
     }
 
     /// A refusal answered from the limiter's cache of full counters.
@@ -150,6 +213,7 @@ impl Verdict {
             degraded: false,
             spent: false,
             local: true,
+            settled: Settled(None),
         }
     }
 
@@ -166,6 +230,7 @@ impl Verdict {
             degraded: true,
             spent: false,
             local: false,
+            settled: Settled(None),
         }
     }
 

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Bytes;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, to_bytes};
 use axum::extract::{FromRef, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -12,7 +14,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
-use tollgate::axum::{ClientVisitor, Guard, KeyPart, Rejection, VisitorSource, check, fields};
+use tollgate::axum::{
+    ClientVisitor, Guard, KeyPart, Problem, Rejection, VisitorSource, check, fields, problem,
+};
 use tollgate::{Limit, Limiter, Mode, Policy, Rule, RuleSet};
 
 use crate::Work;
@@ -96,8 +100,10 @@ impl AskRules {
 ///   `{"project", "answer", "tokens"}`.
 /// - `POST /orgs/{org}/runs`: a docs run, guarded by `docs-run`, fail-open; 202.
 /// - `POST /webhooks/github`: processed once per `X-GitHub-Delivery`; 200.
-/// - `GET /stats`: the domain work done per route, and the tokens settled;
-///   `GET /healthz`; `GET /metrics`: the limiter's metrics, Prometheus text.
+/// - `GET /stats`: the domain work done per route, and the tokens settled
+///   (a demo's proof of work; a real service would not publish it);
+///   `GET /healthz`. The metrics are on their own router,
+///   [`metrics_router`](crate::metrics_router), for an operator's address.
 ///
 /// Every request is logged at info.
 ///
@@ -127,7 +133,6 @@ pub fn app(
         .route("/webhooks/github", post(github_webhook))
         .route("/stats", get(stats))
         .route("/healthz", get(healthz))
-        .route("/metrics", get(crate::metrics::scrape))
         .with_state(demo)
         .layer(middleware::from_fn(log_request)))
 }
@@ -162,6 +167,48 @@ async fn answer(
     State(demo): State<Demo>,
     ClientVisitor(visitor): ClientVisitor,
     Path(project): Path<String>,
+    body: Body,
+) -> Result<Response, Response> {
+    let body = match tokio::time::timeout(BODY_TIMEOUT, to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => return Err(too_large()),
+        Err(_) => return Err(body_timeout()),
+    };
+    ask(demo, visitor, project, body)
+        .await
+        .map_err(IntoResponse::into_response)
+}
+
+/// How long a client has to send an ask's body once its head is in.
+pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest ask body read: 1 MiB.
+pub(crate) const MAX_BODY: usize = 1 << 20;
+
+fn too_large() -> Response {
+    Problem::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        problem::BAD_REQUEST,
+        "Payload Too Large",
+    )
+    .detail(format!("the body is over {MAX_BODY} bytes"))
+    .into_response()
+}
+
+fn body_timeout() -> Response {
+    Problem::new(
+        StatusCode::REQUEST_TIMEOUT,
+        problem::BAD_REQUEST,
+        "Request Timeout",
+    )
+    .detail("the body did not arrive in time")
+    .into_response()
+}
+
+async fn ask(
+    demo: Demo,
+    visitor: tollgate::Visitor,
+    project: String,
     body: Bytes,
 ) -> Result<Response, Rejection> {
     let question = if body.is_empty() {

@@ -8,7 +8,7 @@ mod server;
 mod work;
 
 pub use app::{DELIVERY_HEADER, app, estimate_tokens};
-pub use metrics::prometheus;
+pub use metrics::{metrics_router, prometheus};
 pub use options::Options;
 pub use run::{StartError, run};
 pub use server::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits, serve, serve_with};

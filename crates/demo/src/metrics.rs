@@ -2,8 +2,10 @@
 
 use std::sync::OnceLock;
 
+use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// The process's Prometheus recorder, installed on first use (before the
@@ -20,6 +22,14 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
             }
         })
         .as_ref()
+}
+
+/// The operator's router: `GET /metrics`, every metric in the Prometheus
+/// text format. Serve it on an address callers cannot reach (`--metrics-listen`):
+/// the metrics show budgets that responses keep hidden.
+pub fn metrics_router() -> Router {
+    prometheus();
+    Router::new().route("/metrics", get(scrape))
 }
 
 /// The scrape: every metric in the Prometheus text format.

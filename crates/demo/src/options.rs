@@ -18,7 +18,8 @@ pub struct Options {
     #[arg(long, env = "TOLLGATE_LISTEN", default_value = "127.0.0.1:3000")]
     pub listen: SocketAddr,
 
-    /// Where counters live: sqlite:PATH, redis://HOST:PORT or rediss://HOST:PORT.
+    /// Where counters live: sqlite:PATH, redis://HOST:PORT, rediss://HOST:PORT
+    /// redis-cluster://HOST:PORT,HOST:PORT or postgres://USER@HOST/DB.
     #[arg(
         long,
         env = "TOLLGATE_STORE",
@@ -64,6 +65,12 @@ pub struct Options {
         value_parser = clap::value_parser!(u64).range(1..=3_600)
     )]
     pub header_timeout: u64,
+
+    /// Where to serve `GET /metrics` (Prometheus text), e.g. 127.0.0.1:9300:
+    /// an operator's address, apart from the public one, since the metrics
+    /// show budgets that responses keep hidden. Not served when unset.
+    #[arg(long, env = "TOLLGATE_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
 
     /// Open connections at most; past it, new connections wait to be accepted.
     #[arg(

@@ -95,6 +95,22 @@ pub async fn run(
                 source,
             })?;
     let addr = listener.local_addr().map_err(StartError::Serve)?;
+    if let Some(metrics) = options.metrics_listen {
+        let admin = TcpListener::bind(metrics)
+            .await
+            .map_err(|source| StartError::Listen {
+                addr: metrics,
+                source,
+            })?;
+        let admin_addr = admin.local_addr().map_err(StartError::Serve)?;
+        tracing::info!("metrics on http://{admin_addr}/metrics");
+        tokio::spawn(serve_with(
+            admin,
+            crate::metrics_router(),
+            options.limits(),
+            std::future::pending(),
+        ));
+    }
     let store = options.store.split(':').next().unwrap_or_default();
     tracing::info!(
         store,

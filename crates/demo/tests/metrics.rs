@@ -9,7 +9,7 @@ use reqwest::{Client, StatusCode};
 use tokio::net::TcpListener;
 use tollgate::axum::{Trust, VisitorSource};
 use tollgate::{Limiter, ManualClock, RuleSet};
-use tollgate_demo::{app, serve};
+use tollgate_demo::{app, metrics_router, serve};
 
 /// The value of the sample `name{labels}` in a Prometheus scrape; 0 when absent.
 fn sample(scrape: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
@@ -39,10 +39,23 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(serve(listener, router, std::future::pending()));
+    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin_addr: SocketAddr = admin.local_addr().unwrap();
+    tokio::spawn(serve(admin, metrics_router(), std::future::pending()));
     let client = Client::new();
+    let public = client
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        public.status(),
+        StatusCode::NOT_FOUND,
+        "metrics on the public address"
+    );
     let scrape = || async {
         let response = client
-            .get(format!("http://{addr}/metrics"))
+            .get(format!("http://{admin_addr}/metrics"))
             .send()
             .await
             .unwrap();

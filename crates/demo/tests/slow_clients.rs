@@ -150,3 +150,44 @@ async fn past_the_connection_cap_a_client_waits_and_is_then_served() {
     assert!(reply.ends_with("ok"), "{reply}");
     server.stop().await;
 }
+
+/// A client that sends a whole head and then withholds its body does not
+/// hold its connection past the body timeout (the review's slot-holding case).
+#[tokio::test]
+async fn a_withheld_ask_body_is_answered_408_within_the_body_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let store = tollgate::open_store("memory").unwrap();
+    let router = tollgate_demo::app(
+        tollgate::Limiter::new(store),
+        &tollgate::RuleSet::defaults(),
+        tollgate::axum::VisitorSource::new(tollgate::axum::Trust::Peer),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(tollgate_demo::serve(
+        listener,
+        router,
+        std::future::pending(),
+    ));
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    socket
+        .write_all(
+            b"POST /sites/docs/ask HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"q",
+        )
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = vec![0; 4096];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), socket.read(&mut answer))
+        .await
+        .expect("the server still holds a withheld body after 20 s")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer[..read]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -88,6 +88,6 @@ fn instructions(exe: &std::path::Path, scenario: &str, n: u64) -> Result<u64, St
             line.strip_prefix("summary: ")
                 .or_else(|| line.strip_prefix("totals: "))
         })
-        .and_then(|n| n.trim().split_whitespace().next()?.parse().ok())
+        .and_then(|n| n.split_whitespace().next()?.parse().ok())
         .ok_or_else(|| format!("no instruction total in the callgrind output of {scenario}"))
 }

@@ -15,6 +15,9 @@ pub enum Work {
     Count,
     /// A whole `Limiter::reserve` against the memory store.
     Reserve,
+    /// A reservation refused by the limiter's cache of full counters (an
+    /// attacker over its limit): no store call.
+    Refused,
 }
 
 /// A scenario: the work and the number of limits per check.
@@ -30,7 +33,7 @@ impl Scenario {
     /// Every scenario measured: setup, count and reserve at 1, 4 and 16 limits.
     pub fn all() -> Vec<Scenario> {
         let mut all = Vec::new();
-        for work in [Work::Setup, Work::Count, Work::Reserve] {
+        for work in [Work::Setup, Work::Count, Work::Reserve, Work::Refused] {
             for limits in [1, 4, 16] {
                 all.push(Scenario { work, limits });
             }
@@ -44,6 +47,7 @@ impl Scenario {
             Work::Setup => "setup",
             Work::Count => "count",
             Work::Reserve => "reserve",
+            Work::Refused => "refused",
         };
         format!("{work}-{}", self.limits)
     }
@@ -60,11 +64,13 @@ impl Scenario {
             .enable_time()
             .build();
         let Ok(runtime) = runtime else { return };
-        let rules = rules(self.limits);
+        let rules = rules(self.limits, self.work == Work::Refused);
         let clock = Fixed;
         let limiter = Limiter::with_parts(MemoryStore::with_clock(clock), clock);
         runtime.block_on(async {
             for i in 0..=n {
+                // Refused: one principal, over its limit after the first call.
+                let i = if self.work == Work::Refused { 0 } else { i };
                 let principal = i.to_string();
                 let limits: Vec<Limit> = rules
                     .iter()
@@ -80,7 +86,7 @@ impl Scenario {
                     Work::Count => {
                         let _ = black_box(limiter.count(&limits).await);
                     }
-                    Work::Reserve => {
+                    Work::Reserve | Work::Refused => {
                         let _ = black_box(limiter.reserve(&limits).await);
                     }
                 }
@@ -90,18 +96,16 @@ impl Scenario {
 }
 
 /// The rules of a check: `bench-0` … with windows of a minute, an hour
-/// and a day in turn, one key part each, a max never reached.
-fn rules(limits: usize) -> Vec<Rule> {
+/// and a day in turn, one key part each, a max never reached (or, when
+/// `full`, a first rule of max 1).
+fn rules(limits: usize, full: bool) -> Vec<Rule> {
     let windows = [Window::MINUTE, Window::HOUR, Window::DAY];
     (0..limits)
         .filter_map(|i| {
-            Rule::new(
-                &format!("bench-{i}"),
-                1_000_000_000,
-                windows[i % windows.len()],
-            )
-            .and_then(|r| r.with_key(&["principal"]))
-            .ok()
+            let max = if full && i == 0 { 1 } else { 1_000_000_000 };
+            Rule::new(&format!("bench-{i}"), max, windows[i % windows.len()])
+                .and_then(|r| r.with_key(&["principal"]))
+                .ok()
         })
         .collect()
 }

@@ -6,7 +6,7 @@ use tollgate_instructions::Scenario;
 #[test]
 fn every_scenario_runs_and_is_named_uniquely() {
     let all = Scenario::all();
-    assert_eq!(all.len(), 9);
+    assert_eq!(all.len(), 12);
     for scenario in &all {
         assert_eq!(Scenario::parse(&scenario.name()), Some(*scenario));
         scenario.run(20);

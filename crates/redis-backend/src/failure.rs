@@ -2,10 +2,10 @@
 //!
 //! | Redis says | [`StoreError`] | transient |
 //! |---|---|---|
-//! | I/O error: refused, reset, closed, broken pipe | `Connection` | yes |
+//! | I/O error: refused, reset, closed, broken pipe; no cluster node known for a slot | `Connection` | yes |
 //! | a write script's `DEADLINE` reply (nothing was applied) | `Timeout` | yes |
 //! | a connection attempt over its time limit | `Timeout` | yes |
-//! | `LOADING`, `BUSY`, `TRYAGAIN`, `READONLY`, `MASTERDOWN`, `CLUSTERDOWN` | `Busy` | yes |
+//! | `LOADING`, `BUSY`, `TRYAGAIN`, `READONLY`, `MASTERDOWN`, `CLUSTERDOWN`, `NOREPLICAS`, and a `MOVED` or `ASK` left after the one redirect followed | `Busy` | yes |
 //! | a reply of the wrong type or shape | `InvalidReply` | no |
 //! | anything else (`WRONGTYPE`, `NOPERM`, `OOM`, bad auth, ...) | `Backend` | no |
 
@@ -15,13 +15,21 @@ use tollgate_core::StoreError;
 use crate::link::CONNECT_TIMEOUT;
 
 /// Server error codes that a later attempt may get past.
-const BUSY_CODES: [&str; 6] = [
+/// `MOVED` and `ASK` reach a caller only from Redis Cluster, when a slot
+/// moved again while its redirect was followed: the client refreshes its
+/// slot map, so the next attempt finds the slot. `NOREPLICAS`: a primary
+/// with `min-replicas-to-write` refuses writes while too few replicas are
+/// in sync.
+const BUSY_CODES: [&str; 9] = [
     "LOADING",
     "BUSY",
     "TRYAGAIN",
     "READONLY",
     "MASTERDOWN",
     "CLUSTERDOWN",
+    "MOVED",
+    "ASK",
+    "NOREPLICAS",
 ];
 
 fn is_busy_code(code: &str) -> bool {
@@ -35,7 +43,9 @@ pub(crate) fn from_redis(err: RedisError) -> StoreError {
         return StoreError::Timeout(CONNECT_TIMEOUT);
     }
     match err.kind() {
-        ErrorKind::Io => StoreError::Connection(Box::new(err)),
+        ErrorKind::Io | ErrorKind::ClusterConnectionNotFound => {
+            StoreError::Connection(Box::new(err))
+        }
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => {
             StoreError::InvalidReply(err.to_string())
         }
@@ -115,6 +125,16 @@ mod tests {
         ));
         assert!(is_read_only(&demoted));
         assert!(!is_read_only(&RedisError::from(server("LOADING later"))));
+    }
+
+    #[test]
+    fn a_cluster_without_a_node_for_a_slot_is_a_connection_failure() {
+        let err = RedisError::from((ErrorKind::ClusterConnectionNotFound, "no node"));
+        let err = from_redis(err);
+        assert_eq!(err.kind(), "connection");
+        assert!(err.is_transient());
+        let moved = RedisError::from(server("MOVED 3999 127.0.0.1:7002"));
+        assert_eq!(from_redis(moved).kind(), "busy");
     }
 
     #[test]

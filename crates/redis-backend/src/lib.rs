@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+mod cluster;
+mod command;
 mod error;
 mod failure;
 mod link;
@@ -11,6 +13,7 @@ mod store;
 /// The Lua scripts this store sends, one per write (`tollgate-redis-scripts`).
 pub use tollgate_redis_scripts as scripts;
 
+pub use cluster::RedisClusterStore;
 pub use error::Error;
 pub use options::RedisOptions;
 pub use scripts::{

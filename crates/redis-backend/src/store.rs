@@ -1,15 +1,14 @@
 //! [`RedisStore`]: the [`CounterStore`](tollgate_core::CounterStore) on Redis.
 
 use std::fmt;
-use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::{Client, Cmd, ErrorKind, RedisWrite as _, Script, ServerErrorKind, Value};
+use redis::{Client, Cmd, ErrorKind, Script, ServerErrorKind, Value};
 use tollgate_core::{Deadline, StoreError};
 
 use crate::link::Link;
-use crate::{Error, RedisOptions, failure, reply, scripts};
+use crate::{Error, RedisOptions, command, failure, reply, scripts};
 
 /// Counters in Redis: one round trip per call, whatever the batch size.
 ///
@@ -106,23 +105,12 @@ impl RedisStore {
     /// caller appends the keys, then the deadline and `args` more
     /// arguments; `bytes` is the keys' total length.
     pub(crate) fn evalsha(&self, script: &Script, keys: usize, args: usize, bytes: usize) -> Cmd {
-        let size = 64 + bytes + keys * self.inner.prefix.len() + args * 20;
-        let mut cmd = Cmd::with_capacity(4 + keys + args, size);
-        cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
-        cmd
+        command::evalsha(script, keys, args, bytes, &self.inner.prefix)
     }
 
-    /// Appends `key` with the store's prefix as one argument, without
-    /// building the prefixed key on its own.
+    /// Appends `key` with the store's prefix as one argument.
     pub(crate) fn key(&self, cmd: &mut Cmd, key: &str) {
-        if self.inner.prefix.is_empty() {
-            cmd.arg(key);
-        } else {
-            let mut arg = cmd.writer_for_next_arg();
-            // Writing to the command's own buffer cannot fail.
-            let _ = arg.write_all(self.inner.prefix.as_bytes());
-            let _ = arg.write_all(key.as_bytes());
-        }
+        command::push_key(cmd, &self.inner.prefix, key);
     }
 
     /// Runs one `EVALSHA` of `script` in one round trip (two more, once,

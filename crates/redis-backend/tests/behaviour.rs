@@ -382,3 +382,34 @@ async fn a_write_over_a_malformed_counter_changes_nothing() {
         vec![1 << 53]
     );
 }
+
+/// Under attack, a caller already over its limit costs no store command:
+/// `INFO commandstats` sees nothing for 1,000 refused reservations answered
+/// by the limiter's cache, and exactly one script run per allowed call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_callers_under_attack_cost_the_server_nothing() {
+    let server = RedisServer::start();
+    server.require_private("reset the statistics of");
+    let store = RedisStore::open(&server.url()).unwrap();
+    let limiter = Limiter::new(store);
+    let mut admin = admin(&server.url()).await;
+    let attacker = [limit("ask", 15), limit("ask-all", 1_000_000)];
+    for _ in 0..15 {
+        assert!(limiter.reserve(&attacker).await.unwrap().is_allowed());
+    }
+    let first = limiter.reserve(&attacker).await.unwrap();
+    assert!(!first.is_allowed() && !first.is_local(), "the store refuses first");
+    run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
+    for _ in 0..1_000 {
+        let verdict = limiter.reserve(&attacker).await.unwrap();
+        assert!(!verdict.is_allowed() && verdict.is_local());
+    }
+    assert_eq!(
+        command_calls(&mut admin).await,
+        BTreeMap::new(),
+        "refused calls reached the server"
+    );
+    let visitor = [limit("ask", 15), limit("ask-all", 1_000_000)];
+    assert!(limiter.reserve(&visitor).await.unwrap().is_allowed());
+    assert_eq!(command_calls(&mut admin).await, script_calls(1, 2));
+}

@@ -12,8 +12,9 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, Value};
 
-/// How many dedicated connections wait for the next transaction.
-const MAX_IDLE: usize = 8;
+/// How many dedicated connections wait for the next transaction: enough
+/// for a few dozen concurrent transactions without connecting for each.
+const MAX_IDLE: usize = 64;
 
 /// Why Redis gave no reply (an error reply is a reply, not a failure).
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,7 @@
 //! `tollgate-rest-proxy`: an Upstash-compatible REST endpoint in front of a
 //! plain redis-server, for local development and CI.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ async fn main() -> ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let options = Options::new(cli.redis.clone(), token)
         .max_body(cli.max_body)

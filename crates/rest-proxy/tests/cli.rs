@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
@@ -13,13 +13,32 @@ use tollgate_test_support::unique;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate-rest-proxy");
 
+/// Runs the binary to its exit; one that is still running after 10 s (it
+/// started serving when it should have refused) is killed and fails the test.
 fn run(args: &[&str], token_env: Option<&str>) -> Output {
     let mut command = Command::new(BIN);
-    command.args(args).env_remove("TOLLGATE_PROXY_TOKEN");
+    command
+        .args(args)
+        .env_remove("TOLLGATE_PROXY_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if let Some(token) = token_env {
         command.env("TOLLGATE_PROXY_TOKEN", token);
     }
-    command.output().expect("run tollgate-rest-proxy")
+    let mut child = command.spawn().expect("run tollgate-rest-proxy");
+    let started = Instant::now();
+    while child.try_wait().expect("poll the child").is_none() {
+        if started.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("collect the output");
+            panic!(
+                "tollgate-rest-proxy {args:?} is still running after 10 s; stdout: {:?}",
+                String::from_utf8_lossy(&output.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("collect the output")
 }
 
 fn assert_one_line_failure(output: &Output, needle: &str) {

@@ -4,6 +4,8 @@
 
 mod faulty;
 mod logs;
+pub mod postgres_server;
+pub mod redis_cluster;
 pub mod redis_server;
 
 pub use faulty::{Fault, Faulty};

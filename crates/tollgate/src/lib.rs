@@ -21,6 +21,11 @@ pub use tollgate_memory as memory;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use tollgate_redis as redis;
 
+/// A store in PostgreSQL, for services that already run one (`tollgate-postgres`).
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use tollgate_postgres as postgres;
+
 /// A durable store in one SQLite file, for one machine (`tollgate-sqlite`).
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]

@@ -12,7 +12,7 @@ pub enum OpenError {
     /// The URL's scheme is not one of those [`open_store`] lists.
     #[error(
         "unknown store URL scheme `{0}`: expected redis://HOST, rediss://HOST, unix:///SOCKET, \
-         valkey://HOST or sqlite:PATH"
+         valkey://HOST, postgres://HOST/DB or sqlite:PATH"
     )]
     UnknownScheme(String),
     /// The store of this URL was not compiled in.
@@ -47,11 +47,15 @@ pub enum OpenError {
 /// | `redis://[:PASSWORD@]HOST[:PORT][/DB]` | Redis | `redis` |
 /// | `rediss://…` | Redis over TLS | `redis-tls` |
 /// | `unix:///PATH` (or `redis+unix://`) | Redis on a unix socket | `redis` |
+/// | `redis-cluster://HOST:PORT,HOST:PORT,…` | Redis Cluster | `redis` |
+/// | `rediss-cluster://…` | Redis Cluster over TLS | `redis-tls` |
 /// | `valkey://…`, `valkeys://…` (or `valkey+unix://`) | Valkey, as Redis | `redis`, `redis-tls` |
 /// | `sqlite:PATH` (or `sqlite://PATH`) | one SQLite file | `sqlite` |
+/// | `postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB` (or `postgresql://`) | Postgres | `postgres` |
 /// | `memory` | in memory, a **test double** only | `test-util` |
 ///
-/// Opening does not wait for a server: a Redis store connects on first use.
+/// Opening does not wait for a server: a Redis or Postgres store connects
+/// on first use (Postgres creates its schema then).
 ///
 /// # Errors
 ///
@@ -64,6 +68,12 @@ pub fn open_store(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
     match scheme.to_ascii_lowercase().as_str() {
         "redis" | "valkey" | "unix" | "redis+unix" | "valkey+unix" => redis(url),
         "rediss" | "valkeys" => rediss(url),
+        "redis-cluster" => redis_cluster(url),
+        "rediss-cluster" if cfg!(feature = "redis-tls") => redis_cluster(url),
+        "rediss-cluster" => Err(OpenError::NotCompiled {
+            scheme: "rediss-cluster://",
+            feature: "redis-tls",
+        }),
         "sqlite" => {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() {
@@ -71,6 +81,7 @@ pub fn open_store(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
             }
             sqlite(path)
         }
+        "postgres" | "postgresql" => postgres(url),
         "memory" if rest.is_empty() => memory(),
         _ => Err(OpenError::UnknownScheme(scheme.to_owned())),
     }
@@ -85,6 +96,25 @@ fn redis(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
             source: Box::new(err),
         }),
     }
+}
+
+#[cfg(feature = "redis")]
+fn redis_cluster(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    match tollgate_redis::RedisClusterStore::open(url) {
+        Ok(store) => Ok(Arc::new(store)),
+        Err(err) => Err(OpenError::Open {
+            store: "redis-cluster",
+            source: Box::new(err),
+        }),
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+fn redis_cluster(_url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    Err(OpenError::NotCompiled {
+        scheme: "redis-cluster://",
+        feature: "redis",
+    })
 }
 
 #[cfg(not(feature = "redis"))]
@@ -105,6 +135,26 @@ fn rediss(_url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
     Err(OpenError::NotCompiled {
         scheme: "rediss://",
         feature: "redis-tls",
+    })
+}
+
+#[cfg(feature = "postgres")]
+fn postgres(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    let options = tollgate_postgres::PostgresOptions::default();
+    match tollgate_postgres::PostgresStore::connect_lazy(url, options) {
+        Ok(store) => Ok(Arc::new(store)),
+        Err(err) => Err(OpenError::Open {
+            store: "postgres",
+            source: Box::new(err),
+        }),
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres(_url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
+    Err(OpenError::NotCompiled {
+        scheme: "postgres://",
+        feature: "postgres",
     })
 }
 
@@ -155,8 +205,8 @@ mod tests {
 
     #[test]
     fn unknown_schemes_are_named_without_the_rest_of_the_url() {
-        let err = error("postgres://user:hunter2@db/x");
-        assert!(matches!(&err, OpenError::UnknownScheme(s) if s == "postgres"));
+        let err = error("mysql://user:hunter2@db/x");
+        assert!(matches!(&err, OpenError::UnknownScheme(s) if s == "mysql"));
         assert!(!err.to_string().contains("hunter2"), "{err}");
         assert!(matches!(
             error("counters.sqlite3"),
@@ -164,6 +214,32 @@ mod tests {
         ));
         assert!(matches!(error(""), OpenError::UnknownScheme(_)));
         assert!(matches!(error("memory:extra"), OpenError::UnknownScheme(_)));
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_urls_open_lazily_and_hide_the_password() {
+        for url in [
+            "postgres://u:hunter2@127.0.0.1:1/db",
+            "postgresql://app@127.0.0.1:1/db",
+        ] {
+            let store = open_store(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert!(!format!("{store:?}").contains("hunter2"));
+        }
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    #[test]
+    fn postgres_without_its_feature_names_the_feature() {
+        let err = error("postgres://u:hunter2@db/x");
+        assert!(matches!(
+            err,
+            OpenError::NotCompiled {
+                feature: "postgres",
+                ..
+            }
+        ));
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 
     #[test]
@@ -247,6 +323,14 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "redis")]
+    #[test]
+    fn cluster_urls_open_lazily() {
+        assert!(open_store("redis-cluster://127.0.0.1:1,127.0.0.1:2").is_ok());
+        let hidden = open_store("redis-cluster://u:hunter2@127.0.0.1:1").map(|s| format!("{s:?}"));
+        assert!(hidden.is_ok_and(|text| !text.contains("hunter2")));
+    }
+
     #[cfg(not(feature = "redis-tls"))]
     #[test]
     fn valkeys_without_tls_names_the_feature() {
@@ -259,6 +343,7 @@ mod tests {
         ));
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn redis_opens_without_a_server() {
         // Lazy: nothing listens on port 1, and opening still succeeds.

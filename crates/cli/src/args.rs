@@ -1,0 +1,101 @@
+//! The command line of `tollgate`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// The tollgate operator CLI: check a rules file, read and reset counters,
+/// diagnose a store.
+#[derive(Debug, Parser)]
+#[command(name = "tollgate", version, about, long_about = None)]
+pub(crate) struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Rules files.
+    #[command(subcommand)]
+    Rules(RulesCommand),
+    /// Shows where one limit stands now, spending nothing.
+    Status(LimitArgs),
+    /// Clears one limit's counter for the current window.
+    Reset(ResetArgs),
+    /// Checks that a store answers, how fast, and (on Redis) how it is configured.
+    Doctor(DoctorArgs),
+}
+
+/// The `rules` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum RulesCommand {
+    /// Validates a rules file and lists its rules; exit 1 on an invalid file.
+    Check(CheckArgs),
+}
+
+/// Arguments of `rules check`.
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// The TOML rules file.
+    #[arg(value_name = "FILE")]
+    pub(crate) file: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Where counters live.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// The store URL: redis://HOST:PORT/DB (redis://:PASSWORD@HOST with a
+    /// password), rediss://…, unix:///SOCKET, valkey://…, sqlite:PATH, or
+    /// memory (a test double). Passwords are never printed.
+    #[arg(
+        long,
+        env = "TOLLGATE_STORE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub(crate) store: String,
+}
+
+/// The store, the rules and one limit: a rule and its key parts.
+#[derive(Debug, Args)]
+pub(crate) struct LimitArgs {
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    /// A TOML rules file; the shipped defaults when left out.
+    #[arg(long, env = "TOLLGATE_RULES", value_name = "FILE")]
+    pub(crate) rules: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// The rule's name, e.g. `ask`.
+    #[arg(value_name = "RULE")]
+    pub(crate) rule: String,
+    /// The key parts, in the rule's order, e.g. `docs 203.0.113.9` (after `--` when one starts with `-`).
+    #[arg(value_name = "PART")]
+    pub(crate) parts: Vec<String>,
+}
+
+/// Arguments of `reset`.
+#[derive(Debug, Args)]
+pub(crate) struct ResetArgs {
+    #[command(flatten)]
+    pub(crate) limit: LimitArgs,
+    /// Reset without asking (needed when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
+}
+
+/// Arguments of `doctor`.
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    /// How many calls measure the round trip.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub(crate) calls: u32,
+}

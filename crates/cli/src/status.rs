@@ -1,0 +1,97 @@
+//! `tollgate status`: where one limit stands now, spending nothing.
+
+use serde_json::json;
+
+use crate::args::LimitArgs;
+use crate::failure::Failure;
+use crate::limit::{Target, part_shown};
+use crate::{table, time};
+
+/// Reads the limit's counter; a table or JSON.
+pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
+    let target = Target::open(args)?;
+    let usage = target
+        .limiter
+        .remaining(std::slice::from_ref(&target.limit))
+        .await
+        .map_err(|e| Failure::with(format_args!("cannot read {}", target.store), &e))?;
+    let Some(usage) = usage.first() else {
+        return Err(Failure::new("the store answered no count"));
+    };
+    let rule = target.limit.rule();
+    // remaining = max - count, both at most 2^53.
+    let count = i128::from(usage.max()) - i128::from(usage.remaining());
+    let names = rule.key_parts();
+    if args.json {
+        let key: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .zip(&args.parts)
+            .map(|(name, part)| (name.to_string(), json!(part)))
+            .collect();
+        let report = json!({
+            "store": target.store,
+            "rule": rule.name(),
+            "key": key,
+            "count": count,
+            "remaining": usage.remaining(),
+            "max": usage.max(),
+            "unit": usage.unit().as_str(),
+            "window": usage.window().to_string(),
+            "window_secs": usage.window().secs(),
+            "reset": time::rfc3339(usage.reset()),
+            "reset_unix": usage.reset(),
+            "reset_in_secs": usage.retry_after(),
+            "over": usage.is_over() || usage.is_shadow_over(),
+            "public": rule.is_public(),
+            "shadow": rule.is_shadow(),
+        });
+        return Ok(format!("{report:#}\n"));
+    }
+    let key: Vec<String> = names
+        .iter()
+        .zip(&args.parts)
+        .map(|(name, part)| format!("{name}={}", part_shown(part)))
+        .collect();
+    let mut flags = Vec::new();
+    if !rule.is_public() {
+        flags.push("not public");
+    }
+    if rule.is_shadow() {
+        flags.push("shadow");
+    }
+    let over = match (usage.is_over(), usage.is_shadow_over()) {
+        (true, _) => "yes: the next call is refused",
+        (_, true) => "yes (a shadow rule: reported, never refusing)",
+        _ => "no",
+    };
+    let mut rows = vec![
+        ("store", target.store.clone()),
+        ("rule", rule.name().to_owned()),
+        (
+            "key",
+            if key.is_empty() {
+                "-".into()
+            } else {
+                key.join(", ")
+            },
+        ),
+        ("count", count.to_string()),
+        ("remaining", usage.remaining().to_string()),
+        ("max", usage.max().to_string()),
+        ("unit", usage.unit().to_string()),
+        ("window", usage.window().to_string()),
+        (
+            "reset",
+            format!(
+                "{} (in {} s)",
+                time::rfc3339(usage.reset()),
+                usage.retry_after()
+            ),
+        ),
+        ("over", over.to_owned()),
+    ];
+    if !flags.is_empty() {
+        rows.push(("flags", flags.join(", ")));
+    }
+    Ok(table::pairs(&rows))
+}

@@ -1,0 +1,687 @@
+//! Runs the built `tollgate` binary against rules files, a SQLite file and
+//! private redis-servers (never the machine's own, on 6379).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tollgate::{Limiter, RuleSet};
+use tollgate_test_support::redis_server::{RedisServer, RedisServerOptions};
+use tollgate_test_support::unique;
+
+/// What one run of the binary did.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+impl Run {
+    /// Asserts a failure printed as exactly one `tollgate: error: …` line
+    /// (no panic, no backtrace) with `code`; that line.
+    fn error_line(&self, code: i32) -> &str {
+        assert_eq!(self.code, code, "{self:#?}");
+        assert_eq!(self.stderr.lines().count(), 1, "{self:#?}");
+        assert!(self.stderr.starts_with("tollgate: error: "), "{self:#?}");
+        assert!(!self.stderr.contains("panicked"), "{self:#?}");
+        self.stderr.trim_end()
+    }
+
+    fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "{self:#?}");
+        &self.stdout
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(self.ok()).unwrap_or_else(|e| panic!("{e}: {self:#?}"))
+    }
+
+    fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// Runs `tollgate ARGS` with stdin from `input` (a pipe, never a terminal).
+fn tollgate_with(args: &[&str], input: &[u8], env: &[(&str, &str)]) -> Run {
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(args)
+        .env_remove("TOLLGATE_STORE")
+        .env_remove("TOLLGATE_RULES")
+        .envs(env.iter().copied())
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The binary may exit without reading: a broken pipe is fine.
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+        took: start.elapsed(),
+    }
+}
+
+fn tollgate(args: &[&str]) -> Run {
+    tollgate_with(args, b"", &[])
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// Counts `calls` calls of rule `rule` for `parts` through the library.
+fn count(url: &str, rules: &RuleSet, rule: &str, parts: &[&str], calls: usize) {
+    block_on(async {
+        let limiter = Limiter::new(tollgate::open_store(url).unwrap());
+        let limit = rules.get(rule).unwrap().limit(parts).unwrap();
+        for _ in 0..calls {
+            limiter.count(std::slice::from_ref(&limit)).await.unwrap();
+        }
+    });
+}
+
+/// What the library reads for rule `rule` and `parts`: the remaining budget.
+fn remaining(url: &str, rules: &RuleSet, rule: &str, parts: &[&str]) -> i64 {
+    block_on(async {
+        let limiter = Limiter::new(tollgate::open_store(url).unwrap()).with_cache_capacity(0);
+        let limit = rules.get(rule).unwrap().limit(parts).unwrap();
+        limiter.remaining(&[limit]).await.unwrap()[0].remaining()
+    })
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn shipped_rules() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/rules.toml")
+}
+
+/// A rules file holding `text`, in `dir`.
+fn rules_file(dir: &Path, text: &str) -> String {
+    let path = dir.join("rules.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn sqlite_url(dir: &Path) -> String {
+    format!("sqlite:{}", dir.join("counters.sqlite3").display())
+}
+
+// ----- rules check -----
+
+#[test]
+fn rules_check_lists_every_shipped_rule_with_its_shape() {
+    let path = shipped_rules();
+    let path = path.to_str().unwrap();
+    let run = tollgate(&["rules", "check", path]);
+    let table = run.ok();
+    let ask = table.lines().find(|l| l.starts_with("ask ")).unwrap();
+    let cells: Vec<&str> = ask
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        cells,
+        ["ask", "15", "1d", "project, visitor", "calls", "yes", "no"]
+    );
+    let tokens = table
+        .lines()
+        .find(|l| l.starts_with("ask-tokens "))
+        .unwrap();
+    let cells: Vec<&str> = tokens
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            "ask-tokens",
+            "200000",
+            "1d",
+            "project",
+            "tokens",
+            "no",
+            "no"
+        ]
+    );
+    assert!(table.ends_with("valid, 10 rules\n"), "{table}");
+
+    let json = tollgate(&["rules", "check", "--json", path]).json();
+    let rules = json["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 10);
+    let ask = rules.iter().find(|r| r["name"] == "ask").unwrap();
+    assert_eq!(
+        *ask,
+        serde_json::json!({
+            "name": "ask", "max": 15, "window": "1d", "window_secs": 86400,
+            "key": ["project", "visitor"], "unit": "calls", "public": true, "shadow": false,
+        })
+    );
+    let github = rules.iter().find(|r| r["name"] == "github").unwrap();
+    assert_eq!(github["window_secs"], 3600);
+    let site = rules.iter().find(|r| r["name"] == "ask-site").unwrap();
+    assert_eq!(site["public"], false);
+}
+
+#[test]
+fn rules_check_shows_shadow_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = rules_file(
+        dir.path(),
+        "[dark]\nmax = 3\nwindow = 90\nkey = [\"org\"]\nshadow = true\n",
+    );
+    let json = tollgate(&["rules", "check", "--json", &file]).json();
+    assert_eq!(json["rules"][0]["shadow"], true);
+    assert_eq!(json["rules"][0]["window"], "90s");
+    assert_eq!(json["rules"][0]["window_secs"], 90);
+}
+
+#[test]
+fn rules_check_places_a_syntax_error_at_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = rules_file(dir.path(), "[a]\nmax = 1\nwindow = = 1\n");
+    let run = tollgate(&["rules", "check", &file]);
+    let line = run.error_line(1);
+    assert!(
+        line.starts_with(&format!("tollgate: error: {file}:3:10: invalid TOML: ")),
+        "{line}"
+    );
+    let file = rules_file(
+        dir.path(),
+        "[ask]\nmax = 15\nwindow = \"1d\"\nkey = [\"project\", \"visitor\"\n",
+    );
+    let line = tollgate(&["rules", "check", "--json", &file])
+        .error_line(1)
+        .to_owned();
+    assert!(
+        line.contains(&format!("{file}:4:28: invalid TOML: unclosed array")),
+        "{line}"
+    );
+}
+
+#[test]
+fn rules_check_places_max_zero_at_its_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[ok]\nmax = 1\nwindow = 1\n\n# the Ask AI limit\n[ask]\nmax = 0\nwindow = \"1d\"\n";
+    let file = rules_file(dir.path(), text);
+    let run = tollgate(&["rules", "check", &file]);
+    assert_eq!(
+        run.error_line(1),
+        format!("tollgate: error: {file}:6:2: invalid rule `ask`: max must be at least 1")
+    );
+    assert_eq!(run.stdout, "");
+}
+
+#[test]
+fn rules_check_places_an_unknown_field_at_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[a]\nmax = 1\nwindow = 1\n\n[b]\nmax = 2\nwindow = 1\n  burst = 3\n";
+    let file = rules_file(dir.path(), text);
+    let line = tollgate(&["rules", "check", &file])
+        .error_line(1)
+        .to_owned();
+    assert!(
+        line.starts_with(&format!(
+            "tollgate: error: {file}:8:3: invalid rules file: unknown field `burst`"
+        )),
+        "{line}"
+    );
+}
+
+#[test]
+fn rules_check_places_a_wrong_type_at_its_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[a]\nmax = 1\nwindow = 1\n\n[b]\nmax = 2\nwindow = 1\npublic = \"no\"\n";
+    let file = rules_file(dir.path(), text);
+    let line = tollgate(&["rules", "check", &file])
+        .error_line(1)
+        .to_owned();
+    assert!(
+        line.starts_with(&format!("tollgate: error: {file}:5:2: ")),
+        "{line}"
+    );
+}
+
+#[test]
+fn rules_check_of_a_missing_file_is_one_line() {
+    let run = tollgate(&["rules", "check", "/nonexistent/rules.toml"]);
+    assert!(
+        run.error_line(1)
+            .contains("cannot read /nonexistent/rules.toml")
+    );
+}
+
+// ----- status and reset on SQLite -----
+
+#[test]
+fn status_shows_calls_counted_through_the_library_and_spends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let rules = RuleSet::defaults();
+    count(&url, &rules, "ask", &["docs", "203.0.113.9"], 3);
+
+    let args = [
+        "status",
+        "--store",
+        &url,
+        "--json",
+        "ask",
+        "docs",
+        "203.0.113.9",
+    ];
+    let before = now_secs();
+    let json = tollgate(&args).json();
+    assert_eq!(json["count"], 3, "{json:#}");
+    assert_eq!(json["remaining"], 12);
+    assert_eq!(json["max"], 15);
+    assert_eq!(json["unit"], "calls");
+    assert_eq!(json["window"], "1d");
+    assert_eq!(json["over"], false);
+    assert_eq!(
+        json["key"],
+        serde_json::json!({"project": "docs", "visitor": "203.0.113.9"})
+    );
+    let reset = json["reset_unix"].as_u64().unwrap();
+    assert_eq!(reset % 86_400, 0, "a day window resets at UTC midnight");
+    assert!(reset > before && reset <= before + 86_400 + 1, "{reset}");
+    let wait = json["reset_in_secs"].as_u64().unwrap();
+    assert!(
+        wait.abs_diff(reset - before) <= 2,
+        "{wait} vs {}",
+        reset - before
+    );
+    let stamp = json["reset"].as_str().unwrap();
+    assert!(
+        stamp.ends_with("T00:00:00Z") && stamp.len() == 20,
+        "{stamp}"
+    );
+
+    // Reading twice spends nothing, through the binary or the library.
+    assert_eq!(tollgate(&args).json()["count"], 3);
+    assert_eq!(remaining(&url, &rules, "ask", &["docs", "203.0.113.9"]), 12);
+
+    let table = tollgate(&["status", "--store", &url, "ask", "docs", "203.0.113.9"]);
+    let table = table.ok();
+    assert!(table.contains("\ncount      3\n"), "{table}");
+    assert!(table.contains("\nremaining  12\n"), "{table}");
+    assert!(
+        table.contains(&format!("\nreset      {stamp} (in ")),
+        "{table}"
+    );
+    assert!(
+        table.contains("key        project=docs, visitor=203.0.113.9\n"),
+        "{table}"
+    );
+
+    // Another visitor has its own counter.
+    let other = [
+        "status",
+        "--store",
+        &url,
+        "--json",
+        "ask",
+        "docs",
+        "198.51.100.7",
+    ];
+    assert_eq!(tollgate(&other).json()["count"], 0);
+}
+
+#[test]
+fn status_reads_rules_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let text = "[uploads]\nmax = 5\nwindow = \"1h\"\nkey = [\"org\"]\nunit = \"bytes\"\n";
+    let file = rules_file(dir.path(), text);
+    let rules = RuleSet::from_toml(text).unwrap();
+    count(&url, &rules, "uploads", &["acme"], 2);
+    let json = tollgate(&[
+        "status", "--store", &url, "--rules", &file, "--json", "uploads", "acme",
+    ])
+    .json();
+    assert_eq!(
+        (json["count"].as_i64(), json["remaining"].as_i64()),
+        (Some(2), Some(3))
+    );
+    assert_eq!(
+        (json["unit"].as_str(), json["window_secs"].as_u64()),
+        (Some("bytes"), Some(3600))
+    );
+    assert_eq!(json["reset_unix"].as_u64().unwrap() % 3_600, 0);
+    // The defaults do not hold that rule.
+    let run = tollgate(&["status", "--store", &url, "uploads", "acme"]);
+    assert!(run.error_line(1).contains("unknown rule `uploads`"));
+}
+
+#[test]
+fn a_wrong_number_of_key_parts_names_the_rules_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    for args in [
+        &["status", "--store", &url, "ask", "docs"][..],
+        &["reset", "--store", &url, "--yes", "ask", "docs"],
+    ] {
+        assert_eq!(
+            tollgate(args).error_line(1),
+            "tollgate: error: rule `ask` takes 2 key parts (project, visitor), 1 given",
+            "{args:?}"
+        );
+    }
+    let run = tollgate(&["status", "--store", &url, "ask-all", "x"]);
+    assert_eq!(
+        run.error_line(1),
+        "tollgate: error: rule `ask-all` takes no key parts, 1 given"
+    );
+}
+
+#[test]
+fn reset_with_yes_clears_the_counter_and_says_whether_one_existed() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let rules = RuleSet::defaults();
+    count(&url, &rules, "ask", &["docs", "203.0.113.9"], 4);
+    count(&url, &rules, "ask", &["docs", "198.51.100.7"], 1);
+
+    let args = [
+        "reset",
+        "--store",
+        &url,
+        "--yes",
+        "ask",
+        "docs",
+        "203.0.113.9",
+    ];
+    let run = tollgate(&args);
+    assert_eq!(
+        run.ok(),
+        "reset `ask` for docs / 203.0.113.9: the current window's counter was cleared\n"
+    );
+    assert_eq!(remaining(&url, &rules, "ask", &["docs", "203.0.113.9"]), 15);
+    assert_eq!(
+        remaining(&url, &rules, "ask", &["docs", "198.51.100.7"]),
+        14,
+        "untouched"
+    );
+    let run = tollgate(&args);
+    assert_eq!(
+        run.ok(),
+        "reset `ask` for docs / 203.0.113.9: no counter existed in the current window\n"
+    );
+    let json = tollgate(&[
+        "reset",
+        "--store",
+        &url,
+        "-y",
+        "--json",
+        "ask",
+        "docs",
+        "198.51.100.7",
+    ])
+    .json();
+    assert_eq!(json["existed"], true);
+}
+
+#[test]
+fn reset_without_yes_and_no_terminal_refuses_and_reads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let rules = RuleSet::defaults();
+    count(&url, &rules, "ask", &["docs", "203.0.113.9"], 2);
+    // A "y" on a pipe is not a confirmation.
+    let run = tollgate_with(
+        &["reset", "--store", &url, "ask", "docs", "203.0.113.9"],
+        b"y\n",
+        &[],
+    );
+    assert_eq!(
+        run.error_line(1),
+        "tollgate: error: refusing to reset `ask` for docs / 203.0.113.9 without confirmation: \
+         stdin is not a terminal (pass --yes)"
+    );
+    assert_eq!(run.stdout, "");
+    assert_eq!(remaining(&url, &rules, "ask", &["docs", "203.0.113.9"]), 13);
+}
+
+// ----- Redis -----
+
+#[test]
+fn status_and_reset_on_a_private_redis() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let rules = RuleSet::defaults();
+    let org = unique();
+    count(&url, &rules, "github", &[&org], 5);
+    let json = tollgate(&["status", "--store", &url, "--json", "github", &org]).json();
+    assert_eq!(
+        (json["count"].as_i64(), json["remaining"].as_i64()),
+        (Some(5), Some(55))
+    );
+    assert_eq!(json["store"], url.as_str());
+    assert_eq!(json["reset_unix"].as_u64().unwrap() % 3_600, 0);
+    let run = tollgate(&["reset", "--store", &url, "--yes", "github", &org]);
+    assert!(run.ok().contains("counter was cleared"), "{run:#?}");
+    assert_eq!(remaining(&url, &rules, "github", &[&org]), 60);
+    let json = tollgate(&["status", "--store", &url, "--json", "github", &org]).json();
+    assert_eq!(json["count"], 0);
+}
+
+fn doctor(url: &str) -> Run {
+    tollgate(&["doctor", "--store", url])
+}
+
+fn warnings(report: &str) -> Vec<&str> {
+    report
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect()
+}
+
+#[test]
+fn doctor_on_a_durable_primary_without_eviction_is_healthy_with_no_warning() {
+    let server = RedisServer::start_with(RedisServerOptions::durable());
+    let run = doctor(&server.url());
+    let report = run.ok();
+    assert_eq!(warnings(report), Vec::<&str>::new(), "{report}");
+    assert!(
+        report.contains(&format!("store      {}\n", server.url())),
+        "{report}"
+    );
+    assert!(report.contains("\nreachable  yes (first call "), "{report}");
+    assert!(report.contains("\nlatency    20 calls: min "), "{report}");
+    assert!(
+        report.contains("role master, appendonly yes, maxmemory-policy noeviction"),
+        "{report}"
+    );
+    assert!(report.ends_with("healthy\n"), "{report}");
+}
+
+#[test]
+fn doctor_warns_when_appendonly_is_off() {
+    let server =
+        RedisServer::start_with(RedisServerOptions::default().args(["--appendonly", "no"]));
+    let run = doctor(&server.url());
+    let report = run.ok();
+    let found = warnings(report);
+    assert_eq!(found.len(), 1, "{report}");
+    assert!(
+        found[0].starts_with("warning: appendonly is off"),
+        "{report}"
+    );
+    assert!(report.ends_with("healthy, with 1 warning\n"), "{report}");
+}
+
+#[test]
+fn doctor_warns_when_the_eviction_policy_could_drop_live_counters() {
+    for policy in ["allkeys-lru", "volatile-ttl"] {
+        let options = RedisServerOptions::durable().args(["--maxmemory-policy", policy]);
+        let server = RedisServer::start_with(options);
+        let run = doctor(&server.url());
+        let report = run.ok();
+        let found = warnings(report);
+        assert_eq!(found.len(), 1, "{report}");
+        assert!(
+            found[0].starts_with(&format!("warning: maxmemory-policy is {policy}: ")),
+            "{report}"
+        );
+    }
+}
+
+#[test]
+fn doctor_warns_on_a_replica() {
+    let primary = RedisServer::start_with(RedisServerOptions::durable());
+    let port = primary.port().to_string();
+    let options = RedisServerOptions::durable().args(["--replicaof", "127.0.0.1", port.as_str()]);
+    let replica = RedisServer::start_with(options);
+    let run = doctor(&replica.url());
+    let report = run.ok();
+    let found = warnings(report);
+    assert_eq!(found.len(), 1, "{report}");
+    assert!(found[0].contains("replica (role:slave)"), "{report}");
+}
+
+#[test]
+fn doctor_on_a_dead_port_fails_in_one_line_within_two_seconds() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://:dead-secret@127.0.0.1:{port}");
+    let run = doctor(&url);
+    let line = run.error_line(1);
+    assert!(
+        line.starts_with(&format!(
+            "tollgate: error: cannot reach the store redis://127.0.0.1:{port}: "
+        )),
+        "{line}"
+    );
+    assert!(!run.all().contains("dead-secret"), "{run:#?}");
+    assert!(run.took < Duration::from_secs(2), "{run:#?}");
+}
+
+#[test]
+fn doctor_on_a_port_that_never_answers_fails_within_two_seconds() {
+    // The kernel accepts connections on a listening socket; nothing answers.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let run = doctor(&format!("redis://127.0.0.1:{port}"));
+    run.error_line(1);
+    assert!(run.took < Duration::from_secs(2), "{run:#?}");
+    drop(listener);
+}
+
+#[test]
+fn no_password_is_printed_by_any_command() {
+    let server = RedisServer::start();
+    let secret = "s3cret-pw-0451";
+    block_on(async {
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("requirepass")
+            .arg(secret)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    });
+    let port = server.port();
+    let url = format!("redis://:{secret}@127.0.0.1:{port}/0");
+    let shown = format!("redis://127.0.0.1:{port}");
+    let rules = RuleSet::defaults();
+    count(&url, &rules, "publish", &["acme"], 1);
+
+    let mut runs = vec![
+        tollgate(&["status", "--store", &url, "publish", "acme"]),
+        tollgate(&["status", "--store", &url, "--json", "publish", "acme"]),
+        tollgate(&["reset", "--store", &url, "--yes", "publish", "acme"]),
+        tollgate(&["reset", "--store", &url, "publish", "acme"]),
+        doctor(&url),
+        tollgate_with(&["status", "--help"], b"", &[("TOLLGATE_STORE", &url)]),
+        tollgate_with(&["doctor"], b"", &[("TOLLGATE_STORE", &url)]),
+        tollgate(&["status", "--store", &url, "--bogus", &url]),
+        tollgate(&["status", "--store", &url, "publish", "acme", "extra"]),
+    ];
+    assert!(runs[0].ok().contains(&format!("store      {shown}\n")));
+    assert_eq!(runs[1].json()["count"], 1);
+    assert!(runs[4].ok().contains(&format!("store      {shown}\n")));
+    assert!(
+        runs[6].ok().contains(&format!("store      {shown}\n")),
+        "env store"
+    );
+    // Wrong passwords, and a password the store refuses, are not shown either.
+    for bad in ["wrong-pw-7731", "wr%6Fng-pw-7731"] {
+        let url = format!("redis://:{bad}@127.0.0.1:{port}");
+        let run = doctor(&url);
+        run.error_line(1);
+        assert!(!run.all().contains("wrong-pw-7731"), "{run:#?}");
+        assert!(!run.all().contains(bad), "{run:#?}");
+        runs.push(run);
+    }
+    for run in &runs {
+        assert!(!run.all().contains(secret), "{run:#?}");
+    }
+}
+
+#[test]
+fn a_store_url_given_in_the_wrong_place_is_not_echoed_with_its_password() {
+    // A forgotten --store: clap names the stray argument, which is the URL.
+    let run = tollgate(&["doctor", "redis://:stray-pw-2201@127.0.0.1:1/0"]);
+    let line = run.error_line(2);
+    assert!(line.contains("redis://***@127.0.0.1:1"), "{line}");
+    assert!(!run.all().contains("stray-pw-2201"), "{run:#?}");
+}
+
+// ----- help and usage -----
+
+#[test]
+fn every_subcommand_has_help() {
+    for args in [
+        &["--help"][..],
+        &["rules", "--help"],
+        &["rules", "check", "--help"],
+        &["status", "--help"],
+        &["reset", "--help"],
+        &["doctor", "--help"],
+    ] {
+        let run = tollgate(args);
+        assert!(run.ok().contains("Usage: tollgate"), "{args:?}: {run:#?}");
+    }
+    assert!(tollgate(&["reset", "--help"]).stdout.contains("--yes"));
+}
+
+#[test]
+fn usage_errors_are_one_line() {
+    let run = tollgate(&["status", "--store", "memory"]);
+    assert!(run.error_line(2).contains("<RULE>"), "{run:#?}");
+    let run = tollgate(&["frobnicate"]);
+    run.error_line(2);
+    let run = tollgate(&["status", "--store", "nope://x", "ask-all"]);
+    assert!(
+        run.error_line(1)
+            .contains("unknown store URL scheme `nope`")
+    );
+}

@@ -1,0 +1,262 @@
+//! Checks per second at 50 concurrent callers over 10,000 principals, on a
+//! private Postgres server (fsync on, synchronous_commit on) on a free
+//! port: tollgate (a `Limiter` over a `PostgresStore`) against the raw
+//! ceiling (the same statement over a pool of the same size, no tollgate
+//! code), and the all-or-nothing reservation as one statement against one
+//! pipelined transaction. Runs alternate A B A B.
+//!
+//! ```text
+//! cargo run --release -p tollgate-postgres --example throughput -- [seconds] [rounds]
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+use tollgate_core::{Limit, Limiter, ManualClock, Mode, Policy, RetryPolicy, Rule, Window};
+use tollgate_postgres::{DEFAULT_POOL_SIZE, PostgresOptions, PostgresStore};
+use tollgate_test_support::postgres_server::PostgresServer;
+
+const CALLERS: usize = 50;
+const PRINCIPALS: u64 = 10_000;
+const BIG: u64 = 1_000_000_000_000;
+const NOW: Duration = Duration::from_secs(1_700_000_030);
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Path {
+    /// `Limiter::check` over the store.
+    Tollgate,
+    /// The store's statement, straight over a pool.
+    Raw,
+    /// The reservation as one pipelined transaction: BEGIN; lock; decide and write; COMMIT.
+    RawTransaction,
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let seconds: u64 = args.next().map_or(3, |s| s.parse().expect("seconds"));
+    let rounds: usize = args.next().map_or(3, |s| s.parse().expect("rounds"));
+    let length = Duration::from_secs(seconds);
+    let server = tokio::task::spawn_blocking(PostgresServer::start)
+        .await
+        .unwrap();
+    let url = server.url();
+    let schema = "bench";
+    let store = PostgresStore::open_with(&url, PostgresOptions::default().schema(schema))
+        .await
+        .unwrap();
+    let generous = RetryPolicy {
+        retries: 0,
+        delay: Duration::ZERO,
+        timeout: Duration::from_secs(5),
+    };
+    let limiter = Limiter::with_parts(store, ManualClock::new(NOW)).with_retry(generous);
+    let pool = raw_pool(&url);
+    let rules = rules();
+    println!(
+        "{CALLERS} callers, {PRINCIPALS} principals, pool of {DEFAULT_POOL_SIZE}, \
+         {rounds} rounds x {seconds} s, alternating"
+    );
+    println!("| limits | op | path | checks/s per round | median | p50 | p99 |");
+    println!("|---|---|---|---|---|---|---|");
+    let cases = [
+        (1, Mode::Count, [Path::Tollgate, Path::Raw]),
+        (4, Mode::Count, [Path::Tollgate, Path::Raw]),
+        (1, Mode::Reserve, [Path::Tollgate, Path::Raw]),
+        (4, Mode::Reserve, [Path::Tollgate, Path::Raw]),
+        (4, Mode::Reserve, [Path::Raw, Path::RawTransaction]),
+    ];
+    for (limits, mode, paths) in cases {
+        let mut figures = [Vec::new(), Vec::new()];
+        for _ in 0..rounds {
+            for (i, path) in paths.iter().enumerate() {
+                let run = Run {
+                    limiter: limiter.clone(),
+                    pool: pool.clone(),
+                    rules: Arc::clone(&rules),
+                    schema,
+                    limits,
+                    mode,
+                    path: *path,
+                };
+                figures[i].push(run.go(length).await);
+            }
+        }
+        for (i, path) in paths.iter().enumerate() {
+            report(limits, mode, *path, &mut figures[i]);
+        }
+    }
+    drop(server);
+}
+
+fn rules() -> Arc<Vec<Rule>> {
+    let rule = |name, window| {
+        Rule::new(name, BIG, window)
+            .and_then(|rule| rule.with_key(&["principal"]))
+            .unwrap()
+    };
+    Arc::new(vec![
+        rule("minute", Window::MINUTE),
+        rule("hour", Window::HOUR),
+        rule("day", Window::DAY),
+        rule("week", Window::from_secs(7 * 86_400).unwrap()),
+    ])
+}
+
+fn raw_pool(url: &str) -> Pool {
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(DEFAULT_POOL_SIZE)
+        .build()
+        .unwrap()
+}
+
+struct Run {
+    limiter: Limiter,
+    pool: Pool,
+    rules: Arc<Vec<Rule>>,
+    schema: &'static str,
+    limits: usize,
+    mode: Mode,
+    path: Path,
+}
+
+/// Checks per second and the latencies of one run.
+struct Figures {
+    rate: f64,
+    latencies: Vec<Duration>,
+}
+
+impl Run {
+    async fn go(self, length: Duration) -> Figures {
+        let run = Arc::new(self);
+        let start = Instant::now();
+        let callers: Vec<_> = (0..CALLERS)
+            .map(|caller| {
+                let run = Arc::clone(&run);
+                tokio::spawn(async move {
+                    let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ (caller as u64 + 1);
+                    let mut latencies = Vec::new();
+                    while start.elapsed() < length {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        let principal = (seed % PRINCIPALS).to_string();
+                        let began = Instant::now();
+                        run.check(&principal).await;
+                        latencies.push(began.elapsed());
+                    }
+                    latencies
+                })
+            })
+            .collect();
+        let mut latencies = Vec::new();
+        for caller in callers {
+            latencies.extend(caller.await.unwrap());
+        }
+        let rate = latencies.len() as f64 / start.elapsed().as_secs_f64();
+        Figures { rate, latencies }
+    }
+
+    async fn check(&self, principal: &str) {
+        let limits: Vec<Limit> = self.rules[..self.limits]
+            .iter()
+            .map(|rule| rule.limit(&[principal]).unwrap())
+            .collect();
+        if self.path == Path::Tollgate {
+            let verdict = self
+                .limiter
+                .check(&limits, self.mode, Policy::FailClosed)
+                .await
+                .unwrap();
+            assert!(verdict.is_allowed());
+            return;
+        }
+        let now = NOW.as_secs();
+        let counters: Vec<_> = limits.iter().map(|l| l.counter(now)).collect();
+        let keys: Vec<&[u8]> = counters.iter().map(|c| c.key.as_bytes()).collect();
+        let costs: Vec<i64> = counters.iter().map(|c| c.cost as i64).collect();
+        let ttls: Vec<i64> = counters.iter().map(|c| c.ttl.as_micros() as i64).collect();
+        let rooms: Vec<i64> = counters.iter().map(|c| (c.max - c.cost) as i64).collect();
+        let cutoff = SystemTime::now() + Duration::from_secs(5);
+        let client = self.pool.get().await.unwrap();
+        let op = if self.mode == Mode::Count {
+            "count"
+        } else {
+            "reserve"
+        };
+        let sql = tollgate_postgres::statement(op, self.schema).unwrap();
+        let statement = client.prepare_cached(&sql).await.unwrap();
+        match (self.mode, self.path) {
+            (Mode::Count, _) => {
+                let rows = client
+                    .query(&statement, &[&keys, &costs, &ttls, &cutoff])
+                    .await
+                    .unwrap();
+                assert_eq!(rows.len(), keys.len());
+            }
+            (_, Path::Raw) => {
+                let rows = client
+                    .query(&statement, &[&keys, &costs, &ttls, &rooms, &cutoff])
+                    .await
+                    .unwrap();
+                assert_eq!(rows.len(), keys.len());
+            }
+            _ => {
+                // BEGIN; lock the existing rows in key order; the same
+                // decide-and-write statement without its own lock; COMMIT:
+                // four messages sent at once, one round trip.
+                let lock = format!(
+                    "SELECT key FROM \"{}\".counters WHERE key = ANY ($1::bytea[]) \
+                     ORDER BY key FOR UPDATE",
+                    self.schema
+                );
+                let lock = client.prepare_cached(&lock).await.unwrap();
+                let unlocked = sql.replace("ORDER BY c.key FOR UPDATE", "ORDER BY c.key");
+                let write = client.prepare_cached(&unlocked).await.unwrap();
+                let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&keys];
+                let write_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+                    [&keys, &costs, &ttls, &rooms, &cutoff];
+                let (begin, locked, rows, commit) = tokio::join!(
+                    client.batch_execute("BEGIN"),
+                    client.query(&lock, &lock_params),
+                    client.query(&write, &write_params),
+                    client.batch_execute("COMMIT"),
+                );
+                begin.unwrap();
+                locked.unwrap();
+                assert_eq!(rows.unwrap().len(), keys.len());
+                commit.unwrap();
+            }
+        }
+    }
+}
+
+fn report(limits: usize, mode: Mode, path: Path, figures: &mut [Figures]) {
+    let mut rates: Vec<f64> = figures.iter().map(|f| f.rate).collect();
+    let shown: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    let mut latencies: Vec<Duration> = figures
+        .iter_mut()
+        .flat_map(|f| std::mem::take(&mut f.latencies))
+        .collect();
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    println!(
+        "| {limits} | {mode:?} | {path:?} | {} | {median:.0} | {:.2?} | {:.2?} |",
+        shown.join(" / "),
+        at(0.5),
+        at(0.99),
+    );
+}

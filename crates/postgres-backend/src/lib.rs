@@ -1,0 +1,37 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+
+mod error;
+mod lease;
+mod options;
+mod schema;
+mod shared;
+mod sql;
+mod store;
+mod sweep;
+mod url;
+
+pub use error::Error;
+pub use options::{DEFAULT_POOL_SIZE, DEFAULT_SCHEMA, PostgresOptions};
+pub use schema::SCHEMA_VERSION;
+pub use store::PostgresStore;
+
+/// The text of the statement a call runs on `schema` (an unquoted schema
+/// name): `count`, `reserve`, `refund`, `get`, `delete`, `claim`, `finish`,
+/// `release` or `sweep`. For the benchmark's raw ceiling; not a stable API.
+#[doc(hidden)]
+pub fn statement(op: &str, schema: &str) -> Option<String> {
+    let s = sql::Statements::new(&format!("\"{schema}\""));
+    Some(match op {
+        "count" => s.count,
+        "reserve" => s.reserve,
+        "refund" => s.refund,
+        "get" => s.get,
+        "delete" => s.delete,
+        "claim" => s.claim,
+        "finish" => s.finish,
+        "release" => s.release,
+        "sweep" => s.sweep,
+        _ => return None,
+    })
+}

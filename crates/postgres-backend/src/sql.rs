@@ -1,0 +1,236 @@
+//! The statements of the store: one per call, each ending with the
+//! schema's `tollgate_guard`, evaluated after every write of the statement,
+//! so that a statement finishing past its deadline rolls back whole.
+//!
+//! Every statement reads "now" as `statement_timestamp()` (one value for the
+//! whole statement) for lifetimes, and `clock_timestamp()` (the moment of
+//! evaluation) for the deadline. Rows are locked in key order, so two calls
+//! on the same counters never wait on each other in a cycle. `{s}` is the
+//! quoted schema name.
+
+/// `count`: $1 keys, $2 costs (at most `MAX_COUNT`), $3 lifetimes in µs,
+/// $4 the deadline. Adds each cost to a live counter (keeping its
+/// lifetime), or writes it in a new or expired one. Returns (ord, count).
+const COUNT: &str = r"
+WITH input AS (
+    SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[])
+        WITH ORDINALITY AS i (key, cost, ttl_us, ord)
+), written AS (
+    INSERT INTO {s}.counters AS c (key, value, expires_at)
+    SELECT key, cost, statement_timestamp() + ttl_us * interval '1 microsecond'
+    FROM input WHERE clock_timestamp() <= $4::timestamptz
+    ORDER BY key
+    ON CONFLICT (key) DO UPDATE SET
+        value = CASE WHEN c.expires_at > statement_timestamp()
+            THEN least(c.value + excluded.value, 9007199254740992) ELSE excluded.value END,
+        expires_at = CASE WHEN c.expires_at > statement_timestamp()
+            THEN c.expires_at ELSE excluded.expires_at END
+    WHERE clock_timestamp() <= $4::timestamptz
+    RETURNING c.key, c.value
+), checked AS (
+    SELECT {s}.tollgate_guard($4::timestamptz,
+        (SELECT count(*) FROM written), (SELECT count(*) FROM input)) AS ok
+)
+SELECT i.ord, w.value
+FROM checked, input i JOIN written w ON w.key = i.key
+WHERE checked.ok ORDER BY i.ord";
+
+/// `reserve`: $1 keys, $2 costs (at most `MAX_COUNT`), $3 lifetimes in µs,
+/// $4 room (the largest count each cost fits on, -1 when it never fits),
+/// $5 the deadline. Locks the existing counters, decides, then writes every
+/// counter or none. A counter absent when locked but created concurrently
+/// before the insert makes the guard raise a serialization failure (the
+/// statement rolls back whole and is tried again). The inserts run before
+/// the updates: a concurrent insert of the same key then finds the locked
+/// row only locked, not updated by an open transaction, and does not wait
+/// for it (which, while this statement waited for its own insert, would be
+/// a deadlock). Returns (ord, count, applied).
+const RESERVE: &str = r"
+WITH input AS (
+    SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[])
+        WITH ORDINALITY AS i (key, cost, ttl_us, room, ord)
+), locked AS (
+    SELECT c.key, c.value, c.expires_at > statement_timestamp() AS live
+    FROM {s}.counters c WHERE c.key = ANY ($1::bytea[])
+    ORDER BY c.key FOR UPDATE
+), current AS (
+    SELECT i.ord, i.key, i.cost, i.ttl_us, i.room, l.key IS NOT NULL AS present,
+        CASE WHEN l.live THEN l.value ELSE 0 END AS value
+    FROM input i LEFT JOIN locked l ON l.key = i.key
+), decision AS (
+    SELECT coalesce(bool_and(value <= room), true) AS fits FROM current
+), inserted AS (
+    INSERT INTO {s}.counters (key, value, expires_at)
+    SELECT key, cost, statement_timestamp() + ttl_us * interval '1 microsecond'
+    FROM current
+    WHERE NOT present AND (SELECT fits FROM decision) AND clock_timestamp() <= $5::timestamptz
+    ORDER BY key
+    ON CONFLICT (key) DO NOTHING
+    RETURNING key, value
+), updated AS (
+    UPDATE {s}.counters c SET
+        value = least(cur.value + cur.cost, 9007199254740992),
+        expires_at = CASE WHEN c.expires_at > statement_timestamp() THEN c.expires_at
+            ELSE statement_timestamp() + cur.ttl_us * interval '1 microsecond' END
+    FROM current cur
+    WHERE c.key = cur.key AND cur.present AND (SELECT fits FROM decision)
+        AND clock_timestamp() <= $5::timestamptz
+        -- After every insert: see the note above.
+        AND (SELECT count(*) FROM inserted) >= 0
+    RETURNING c.key, c.value
+), checked AS (
+    SELECT {s}.tollgate_guard($5::timestamptz,
+        (SELECT count(*) FROM updated) + (SELECT count(*) FROM inserted),
+        CASE WHEN (SELECT fits FROM decision) THEN (SELECT count(*) FROM input) ELSE 0 END) AS ok
+)
+SELECT cur.ord, coalesce(u.value, n.value, cur.value), d.fits
+FROM checked, decision d, current cur
+    LEFT JOIN updated u ON u.key = cur.key
+    LEFT JOIN inserted n ON n.key = cur.key
+WHERE checked.ok ORDER BY cur.ord";
+
+/// `refund`: $1 keys, $2 costs (at most `MAX_COUNT`), $3 the deadline.
+/// Subtracts from live counters, floored at 0, keeping their lifetime; an
+/// absent or expired counter is not written. Returns (ord, count).
+const REFUND: &str = r"
+WITH input AS (
+    SELECT * FROM unnest($1::bytea[], $2::bigint[]) WITH ORDINALITY AS i (key, cost, ord)
+), locked AS (
+    SELECT c.key FROM {s}.counters c WHERE c.key = ANY ($1::bytea[])
+    ORDER BY c.key FOR UPDATE
+), updated AS (
+    UPDATE {s}.counters c SET value = greatest(c.value - i.cost, 0)
+    FROM input i JOIN locked l ON l.key = i.key
+    WHERE c.key = i.key AND c.expires_at > statement_timestamp()
+        AND clock_timestamp() <= $3::timestamptz
+    RETURNING c.key, c.value
+), checked AS (
+    SELECT {s}.tollgate_guard($3::timestamptz,
+        (SELECT count(*) FROM updated), (SELECT count(*) FROM updated)) AS ok
+)
+SELECT i.ord, coalesce(u.value, 0)
+FROM checked, input i LEFT JOIN updated u ON u.key = i.key
+WHERE checked.ok ORDER BY i.ord";
+
+/// `get`: $1 keys. Returns (ord, count or null).
+const GET: &str = r"
+SELECT i.ord, c.value
+FROM unnest($1::bytea[]) WITH ORDINALITY AS i (key, ord)
+    LEFT JOIN {s}.counters c ON c.key = i.key AND c.expires_at > statement_timestamp()
+ORDER BY i.ord";
+
+/// `delete`: $1 key, $2 the deadline. Returns whether a live counter was removed.
+const DELETE: &str = r"
+WITH deleted AS (
+    DELETE FROM {s}.counters WHERE key = $1::bytea AND clock_timestamp() <= $2::timestamptz
+    RETURNING expires_at > statement_timestamp() AS live
+), checked AS (
+    SELECT {s}.tollgate_guard($2::timestamptz,
+        (SELECT count(*) FROM deleted), (SELECT count(*) FROM deleted)) AS ok
+)
+SELECT coalesce((SELECT bool_or(live) FROM deleted), false) FROM checked WHERE checked.ok";
+
+/// `claim`: $1 key, $2 token, $3 lifetime in µs, $4 the deadline. Stores
+/// the mark unless a live mark of another token holds the key (a live mark
+/// of the same token is kept as it is). Returns 1 when the key holds the
+/// token, else 0.
+const CLAIM: &str = r"
+WITH claimed AS (
+    INSERT INTO {s}.marks AS m (key, token, expires_at)
+    SELECT $1::bytea, $2::bytea, statement_timestamp() + $3::bigint * interval '1 microsecond'
+    WHERE clock_timestamp() <= $4::timestamptz
+    ON CONFLICT (key) DO UPDATE SET
+        token = excluded.token,
+        expires_at = CASE WHEN m.expires_at > statement_timestamp()
+            THEN m.expires_at ELSE excluded.expires_at END
+    WHERE (m.expires_at <= statement_timestamp() OR m.token = excluded.token)
+        AND clock_timestamp() <= $4::timestamptz
+    RETURNING 1
+), checked AS (
+    SELECT {s}.tollgate_guard($4::timestamptz,
+        (SELECT count(*) FROM claimed), (SELECT count(*) FROM claimed)) AS ok
+)
+SELECT (SELECT count(*) FROM claimed) FROM checked WHERE checked.ok";
+
+/// `finish`: $1 key, $2 token, $3 lifetime in µs, $4 the deadline, $5 the
+/// done value. Sets the mark to done when it holds the token, nothing (or
+/// an expired mark) or done already. Returns 1 when it did, else 0.
+const FINISH: &str = r"
+WITH finished AS (
+    INSERT INTO {s}.marks AS m (key, token, expires_at)
+    SELECT $1::bytea, $5::bytea, statement_timestamp() + $3::bigint * interval '1 microsecond'
+    WHERE clock_timestamp() <= $4::timestamptz
+    ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
+    WHERE (m.expires_at <= statement_timestamp() OR m.token = $2::bytea OR m.token = excluded.token)
+        AND clock_timestamp() <= $4::timestamptz
+    RETURNING 1
+), checked AS (
+    SELECT {s}.tollgate_guard($4::timestamptz,
+        (SELECT count(*) FROM finished), (SELECT count(*) FROM finished)) AS ok
+)
+SELECT (SELECT count(*) FROM finished) FROM checked WHERE checked.ok";
+
+/// `release`: $1 key, $2 token, $3 the deadline. Removes a live mark
+/// holding the token. Returns 1 when it did, else 0.
+const RELEASE: &str = r"
+WITH released AS (
+    DELETE FROM {s}.marks
+    WHERE key = $1::bytea AND token = $2::bytea AND expires_at > statement_timestamp()
+        AND clock_timestamp() <= $3::timestamptz
+    RETURNING 1
+), checked AS (
+    SELECT {s}.tollgate_guard($3::timestamptz,
+        (SELECT count(*) FROM released), (SELECT count(*) FROM released)) AS ok
+)
+SELECT (SELECT count(*) FROM released) FROM checked WHERE checked.ok";
+
+/// The sweep: $1 the most rows to remove from each table. Skips rows
+/// another call holds, and checks the expiry again on the row it deletes
+/// (a counter replaced since is live again). Returns (counters, marks).
+const SWEEP: &str = r"
+WITH counters AS (
+    DELETE FROM {s}.counters c
+    WHERE c.key IN (SELECT key FROM {s}.counters WHERE expires_at <= clock_timestamp()
+                    LIMIT $1::bigint FOR UPDATE SKIP LOCKED)
+        AND c.expires_at <= clock_timestamp()
+    RETURNING 1
+), marks AS (
+    DELETE FROM {s}.marks m
+    WHERE m.key IN (SELECT key FROM {s}.marks WHERE expires_at <= clock_timestamp()
+                    LIMIT $1::bigint FOR UPDATE SKIP LOCKED)
+        AND m.expires_at <= clock_timestamp()
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM counters), (SELECT count(*) FROM marks)";
+
+/// The statements of one schema.
+#[derive(Clone, Debug)]
+pub(crate) struct Statements {
+    pub(crate) count: String,
+    pub(crate) reserve: String,
+    pub(crate) refund: String,
+    pub(crate) get: String,
+    pub(crate) delete: String,
+    pub(crate) claim: String,
+    pub(crate) finish: String,
+    pub(crate) release: String,
+    pub(crate) sweep: String,
+}
+
+impl Statements {
+    /// The statements on the schema `quoted` (a quoted identifier).
+    pub(crate) fn new(quoted: &str) -> Statements {
+        let on = |sql: &str| sql.replace("{s}", quoted);
+        Statements {
+            count: on(COUNT),
+            reserve: on(RESERVE),
+            refund: on(REFUND),
+            get: on(GET),
+            delete: on(DELETE),
+            claim: on(CLAIM),
+            finish: on(FINISH),
+            release: on(RELEASE),
+            sweep: on(SWEEP),
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! [`PostgresStore`]: the handle, and the [`CounterStore`] calls.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio_postgres::Row;
+use tokio_postgres::error::SqlState;
+use tollgate_core::{
+    Claim, Counter, CounterStore, Deadline, MARK_DONE, MAX_COUNT, Reservation, StoreError,
+    async_trait,
+};
+
+use crate::shared::{Shared, failed};
+use crate::{Error, PostgresOptions, error, sweep};
+
+/// A [`CounterStore`] in PostgreSQL: one statement per call, row locks for
+/// atomicity, the call's deadline checked by the server's clock.
+///
+/// Cheap to clone: clones share one connection pool. Several stores, in one
+/// process or several, may use the same schema; each check is atomic
+/// across all of them. Dropping the last clone stops the background sweep
+/// and closes the pool's connections.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use tollgate_core::{Limiter, RuleSet};
+/// use tollgate_postgres::PostgresStore;
+///
+/// let store = PostgresStore::open("postgres://app@db.internal/app").await?;
+/// let limiter = Limiter::new(store);
+/// let ask = RuleSet::defaults().get("ask")?.limit(&["docs", "203.0.113.9"])?;
+/// let verdict = limiter.count(&[ask]).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresStore {
+    shared: Arc<Shared>,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://` or `postgresql://`) with the default
+    /// [`PostgresOptions`] and checks the schema `tollgate`, creating it on
+    /// first use.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] when the URL is invalid, the server cannot be reached
+    /// or refuses the login, or the schema belongs to another version or
+    /// application.
+    pub async fn open(url: &str) -> Result<PostgresStore, Error> {
+        PostgresStore::open_with(url, PostgresOptions::default()).await
+    }
+
+    /// Connects to `url` with `options` and checks (or creates) the schema.
+    ///
+    /// # Errors
+    ///
+    /// As [`PostgresStore::open`], and [`Error::InvalidSchema`] or
+    /// [`Error::InvalidOption`] for invalid options.
+    pub async fn open_with(url: &str, options: PostgresOptions) -> Result<PostgresStore, Error> {
+        let shared = Arc::new(Shared::new(url, options)?);
+        shared.prepare().await?;
+        Ok(PostgresStore { shared })
+    }
+
+    /// Checks `url` and `options` now and returns a store that connects and
+    /// checks (or creates) the schema on its first call, for callers that
+    /// cannot wait at startup (a synchronous constructor, outside a
+    /// runtime). A failure of that first preparation is the call's
+    /// [`StoreError::Connection`] (transient; the next call tries again), or
+    /// [`StoreError::Backend`] when the schema is refused.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] when the URL or an option is invalid.
+    pub fn connect_lazy(url: &str, options: PostgresOptions) -> Result<PostgresStore, Error> {
+        Ok(PostgresStore {
+            shared: Arc::new(Shared::new(url, options)?),
+        })
+    }
+
+    /// The schema holding the store's tables.
+    pub fn schema(&self) -> &str {
+        &self.shared.options.schema
+    }
+
+    /// Removes at most the sweep's batch of expired counters and marks
+    /// now (the background sweep does this every interval); how many.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when the server fails.
+    pub async fn sweep(&self) -> Result<u64, StoreError> {
+        self.shared.ensure_ready().await?;
+        let shared = &self.shared;
+        sweep::sweep(&shared.pool, &shared.sql.sweep, shared.options.sweep_batch).await
+    }
+
+    /// Runs a statement returning rows; its own failure mapped as the others.
+    async fn rows(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        deadline: Deadline,
+        started: Instant,
+    ) -> Result<Vec<Row>, StoreError> {
+        self.shared
+            .query(sql, params, deadline, started)
+            .await?
+            .map_err(|e| failed(e, started))
+    }
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("target", &self.shared.target)
+            .field("schema", &self.shared.options.schema)
+            .field("pool_size", &self.shared.options.pool_size)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl CounterStore for PostgresStore {
+    async fn count(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let started = Instant::now();
+        if counters.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (keys, costs, ttls) = columns(counters);
+        let cutoff = cutoff(deadline);
+        let sql = &self.shared.sql.count;
+        let rows = self
+            .rows(sql, &[&keys, &costs, &ttls, &cutoff], deadline, started)
+            .await?;
+        counts(&rows, counters.len())
+    }
+
+    async fn reserve(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Reservation, StoreError> {
+        let started = Instant::now();
+        if counters.is_empty() {
+            return Ok(Reservation {
+                applied: true,
+                counts: Vec::new(),
+            });
+        }
+        let (keys, costs, ttls) = columns(counters);
+        let rooms: Vec<i64> = counters.iter().map(room).collect();
+        let cutoff = cutoff(deadline);
+        let sql = &self.shared.sql.reserve;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&keys, &costs, &ttls, &rooms, &cutoff];
+        let rows = loop {
+            match self.shared.query(sql, &params, deadline, started).await? {
+                Ok(rows) => break rows,
+                // A counter was created between the lock and the insert;
+                // nothing was applied. Now it exists, and is locked first.
+                Err(err)
+                    if err.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
+                        && !deadline.has_passed() =>
+                {
+                    tracing::trace!("tollgate-postgres: reservation raced a new counter; again");
+                }
+                Err(err) => return Err(failed(err, started)),
+            }
+        };
+        let counts = counts(&rows, counters.len())?;
+        let mut applied = None;
+        for row in &rows {
+            let fits: bool = row.try_get(2).map_err(bad_row)?;
+            if applied.is_some_and(|a| a != fits) {
+                return Err(error::invalid("a reservation both applied and refused"));
+            }
+            applied = Some(fits);
+        }
+        Ok(Reservation {
+            applied: applied.unwrap_or(false),
+            counts,
+        })
+    }
+
+    async fn refund(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let started = Instant::now();
+        if counters.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (keys, costs, _) = columns(counters);
+        let cutoff = cutoff(deadline);
+        let sql = &self.shared.sql.refund;
+        let rows = self
+            .rows(sql, &[&keys, &costs, &cutoff], deadline, started)
+            .await?;
+        counts(&rows, counters.len())
+    }
+
+    async fn get(&self, keys: &[String], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
+        let started = Instant::now();
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let bytes: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+        let rows = self
+            .rows(&self.shared.sql.get, &[&bytes], deadline, started)
+            .await?;
+        counts(&rows, keys.len())
+    }
+
+    async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
+        let started = Instant::now();
+        let (key, cutoff) = (key.as_bytes(), cutoff(deadline));
+        let sql = &self.shared.sql.delete;
+        let rows = self.rows(sql, &[&key, &cutoff], deadline, started).await?;
+        one(&rows)?.try_get(0).map_err(bad_row)
+    }
+
+    async fn claim(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<Claim, StoreError> {
+        let started = Instant::now();
+        let (key, token, ttl, cutoff) = (
+            key.as_bytes(),
+            token.as_bytes(),
+            micros(ttl),
+            cutoff(deadline),
+        );
+        let sql = &self.shared.sql.claim;
+        let rows = self
+            .rows(sql, &[&key, &token, &ttl, &cutoff], deadline, started)
+            .await?;
+        Ok(if flag(&rows)? {
+            Claim::Acquired
+        } else {
+            Claim::Held
+        })
+    }
+
+    async fn finish(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let started = Instant::now();
+        let (key, token, ttl, cutoff) = (
+            key.as_bytes(),
+            token.as_bytes(),
+            micros(ttl),
+            cutoff(deadline),
+        );
+        let done = MARK_DONE.as_bytes();
+        let sql = &self.shared.sql.finish;
+        let rows = self
+            .rows(
+                sql,
+                &[&key, &token, &ttl, &cutoff, &done],
+                deadline,
+                started,
+            )
+            .await?;
+        flag(&rows)
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        token: &str,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let started = Instant::now();
+        let (key, token, cutoff) = (key.as_bytes(), token.as_bytes(), cutoff(deadline));
+        let sql = &self.shared.sql.release;
+        let rows = self
+            .rows(sql, &[&key, &token, &cutoff], deadline, started)
+            .await?;
+        flag(&rows)
+    }
+}
+
+/// The longest lifetime written: 10,000 days (the core's are at most two windows).
+const MAX_TTL: Duration = Duration::from_secs(10_000 * 86_400);
+
+/// The keys, costs (saturated at [`MAX_COUNT`], which changes no result)
+/// and lifetimes of a batch, as statement arrays.
+fn columns(counters: &[Counter]) -> (Vec<&[u8]>, Vec<i64>, Vec<i64>) {
+    let keys = counters.iter().map(|c| c.key.as_bytes()).collect();
+    let costs = counters
+        .iter()
+        .map(|c| bigint(c.cost.min(MAX_COUNT)))
+        .collect();
+    let ttls = counters.iter().map(|c| micros(c.ttl)).collect();
+    (keys, costs, ttls)
+}
+
+/// The largest count on which `counter`'s cost [`fits`](Counter::fits),
+/// saturated at `i64::MAX` (every stored count fits below it); -1 when the
+/// cost is above the max and never fits.
+fn room(counter: &Counter) -> i64 {
+    match counter.max.checked_sub(counter.cost) {
+        Some(room) => bigint(room),
+        None => -1,
+    }
+}
+
+fn bigint(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn micros(ttl: Duration) -> i64 {
+    bigint(u64::try_from(ttl.min(MAX_TTL).as_micros()).unwrap_or(u64::MAX))
+}
+
+/// The call's deadline (with the skew margin) as the server compares it.
+fn cutoff(deadline: Deadline) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(deadline.cutoff_unix_millis())
+}
+
+/// The counts of `rows` (ordinal, count or null), one per counter in order.
+fn counts(rows: &[Row], expected: usize) -> Result<Vec<u64>, StoreError> {
+    if rows.len() != expected {
+        return Err(error::invalid(format!(
+            "{} rows for {expected} counters",
+            rows.len()
+        )));
+    }
+    rows.iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let ord: i64 = row.try_get(0).map_err(bad_row)?;
+            if usize::try_from(ord).ok() != Some(i + 1) {
+                return Err(error::invalid(format!("row {i} has ordinal {ord}")));
+            }
+            let count: Option<i64> = row.try_get(1).map_err(bad_row)?;
+            match u64::try_from(count.unwrap_or(0)) {
+                Ok(count) if count <= MAX_COUNT => Ok(count),
+                _ => Err(error::invalid(format!("count {count:?} out of range"))),
+            }
+        })
+        .collect()
+}
+
+/// The one row of a statement answering one value.
+fn one(rows: &[Row]) -> Result<&Row, StoreError> {
+    match rows {
+        [row] => Ok(row),
+        _ => Err(error::invalid(format!(
+            "{} rows for one answer",
+            rows.len()
+        ))),
+    }
+}
+
+/// The answer of a mark statement: how many marks it wrote, 0 or 1.
+fn flag(rows: &[Row]) -> Result<bool, StoreError> {
+    match one(rows)?.try_get::<_, i64>(0).map_err(bad_row)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        n => Err(error::invalid(format!("{n} marks written for one key"))),
+    }
+}
+
+fn bad_row(err: tokio_postgres::Error) -> StoreError {
+    error::invalid(err.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counter(cost: u64, max: u64) -> Counter {
+        Counter {
+            key: "k".into(),
+            ttl: Duration::from_secs(60),
+            cost,
+            max,
+        }
+    }
+
+    #[test]
+    fn room_is_exact_where_fits_decides() {
+        for (cost, max) in [
+            (1, 10),
+            (10, 10),
+            (11, 10),
+            (u64::MAX, u64::MAX),
+            (1, u64::MAX),
+            (MAX_COUNT, MAX_COUNT),
+        ] {
+            let c = counter(cost, max);
+            let room = room(&c);
+            for count in [0, 1, 9, 10, MAX_COUNT - 1, MAX_COUNT] {
+                let stored = i64::try_from(count).unwrap_or(i64::MAX);
+                assert_eq!(
+                    stored <= room,
+                    c.fits(count),
+                    "cost {cost}, max {max}, count {count}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lifetimes_and_costs_saturate() {
+        assert_eq!(micros(Duration::from_millis(1500)), 1_500_000);
+        assert_eq!(micros(Duration::MAX), micros(MAX_TTL));
+        let (_, costs, _) = columns(&[counter(u64::MAX, 1)]);
+        assert_eq!(costs, [MAX_COUNT as i64]);
+    }
+}

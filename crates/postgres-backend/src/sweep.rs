@@ -1,0 +1,59 @@
+//! The background sweep of expired counters and marks.
+
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Pool;
+use tokio::sync::oneshot;
+use tollgate_core::{Deadline, StoreError};
+
+use crate::error;
+use crate::lease::Lease;
+use crate::shared::{SWEEP_BUDGET, failed};
+
+/// Sweeps every `interval` until `stop` resolves (its sender, held by the
+/// store, is dropped with the store's last clone).
+pub(crate) fn spawn(
+    pool: Pool,
+    sql: String,
+    interval: Duration,
+    batch: u32,
+    mut stop: oneshot::Receiver<()>,
+) {
+    tokio::spawn(async move {
+        loop {
+            if tokio::time::timeout(interval, &mut stop).await.is_ok() {
+                return;
+            }
+            match tokio::time::timeout(SWEEP_BUDGET, sweep(&pool, &sql, batch)).await {
+                Ok(Ok(removed)) if removed > 0 => {
+                    tracing::debug!(removed, "tollgate-postgres: swept expired entries");
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => {
+                    tracing::warn!(kind = err.kind(), "tollgate-postgres: sweep failed");
+                }
+                Err(_) => tracing::warn!("tollgate-postgres: sweep timed out"),
+            }
+        }
+    });
+}
+
+/// Removes at most `batch` expired counters and `batch` expired marks;
+/// how many it removed.
+pub(crate) async fn sweep(pool: &Pool, sql: &str, batch: u32) -> Result<u64, StoreError> {
+    let started = Instant::now();
+    let lease = Lease::take(pool, Deadline::after(SWEEP_BUDGET), started).await?;
+    let result = async {
+        let statement = lease.prepare_cached(sql).await?;
+        lease.query_one(&statement, &[&i64::from(batch)]).await
+    }
+    .await;
+    lease.give_back();
+    let row = result.map_err(|e| failed(e, started))?;
+    let removed = |i: usize| {
+        row.try_get::<_, i64>(i)
+            .map_err(|e| error::invalid(e.to_string()))
+    };
+    let (counters, marks) = (removed(0)?, removed(1)?);
+    Ok(u64::try_from(counters.saturating_add(marks)).unwrap_or(0))
+}

@@ -1,0 +1,219 @@
+//! Opening a store: the versioned schema, concurrent first opens, URLs,
+//! typed errors that never show the password, and the lazy constructor.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use tollgate_core::{Counter, CounterStore, Deadline, StoreError};
+use tollgate_postgres::{Error, PostgresOptions, PostgresStore, SCHEMA_VERSION};
+
+fn deadline() -> Deadline {
+    Deadline::after(Duration::from_secs(5))
+}
+
+fn counter(key: &str) -> Counter {
+    Counter {
+        key: key.to_owned(),
+        ttl: Duration::from_secs(600),
+        cost: 1,
+        max: 10,
+    }
+}
+
+fn options(schema: &str) -> PostgresOptions {
+    PostgresOptions::default().schema(schema)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_opening_one_fresh_schema_at_once_all_succeed() {
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    let opens: Vec<_> = (0..8)
+        .map(|_| {
+            let (url, options) = (url.clone(), options(&schema));
+            tokio::spawn(async move { PostgresStore::open_with(&url, options).await })
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for open in opens {
+        stores.push(
+            open.await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("open: {e:?}")),
+        );
+    }
+    let key = format!("limit:opened:{}", tollgate_test_support::unique());
+    for store in &stores {
+        store.count(&[counter(&key)], deadline()).await.unwrap();
+    }
+    assert_eq!(stores[0].get(&[key], deadline()).await.unwrap(), [8]);
+    let client = support::client(&url).await;
+    let row = client
+        .query_one(
+            &format!("SELECT count(*), min(version) FROM \"{schema}\".tollgate_schema"),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1, "one version row");
+    assert_eq!(row.get::<_, i32>(1), SCHEMA_VERSION);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_of_another_version_is_refused() {
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    drop(support::open(&url, &schema).await);
+    let client = support::client(&url).await;
+    client
+        .execute(
+            &format!("UPDATE \"{schema}\".tollgate_schema SET version = 99"),
+            &[],
+        )
+        .await
+        .unwrap();
+    match PostgresStore::open_with(&url, options(&schema)).await {
+        Err(Error::UnknownSchemaVersion {
+            schema: named,
+            found: 99,
+            supported: SCHEMA_VERSION,
+        }) if named == schema => {}
+        other => panic!("opened a schema of version 99: {other:?}"),
+    }
+    // The lazy store refuses it on its first call, as a permanent error.
+    let lazy = PostgresStore::connect_lazy(&url, options(&schema)).unwrap();
+    match lazy.get(&["k".to_owned()], deadline()).await {
+        Err(err @ StoreError::Backend(_)) => assert!(!err.is_transient()),
+        other => panic!("a lazy store used a schema of version 99: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_holding_foreign_tables_is_refused() {
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    let client = support::client(&url).await;
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA \"{schema}\"; CREATE TABLE \"{schema}\".counters (id int)"
+        ))
+        .await
+        .unwrap();
+    match PostgresStore::open_with(&url, options(&schema)).await {
+        Err(Error::ForeignSchema { table, .. }) => assert_eq!(table, "counters"),
+        other => panic!("opened a schema of another application: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_empty_schema_is_used_and_both_url_schemes_open() {
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    let client = support::client(&url).await;
+    client
+        .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+        .await
+        .unwrap();
+    let other = url.replacen("postgres://", "postgresql://", 1);
+    let store = PostgresStore::open_with(&other, options(&schema))
+        .await
+        .unwrap();
+    assert_eq!(store.schema(), schema);
+    drop(support::open(&url, &schema).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_and_debug_output_never_show_the_password() {
+    let server = support::server();
+    let url = format!(
+        "postgres://postgres:hunter2-secret@127.0.0.1:{}/postgres",
+        server.port()
+    );
+    let store = support::open(&url, &support::unique_schema()).await;
+    let shown = format!("{store:?}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("127.0.0.1"), "{shown}");
+
+    // Nothing listens on this port (a server stopped just now freed it).
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let unreachable = format!("postgres://app:hunter2-secret@127.0.0.1:{closed}/db");
+    let err = PostgresStore::open_with(
+        &unreachable,
+        PostgresOptions::default().connect_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, Error::Connect(_)), "{err:?}");
+    assert!(err.is_transient());
+    let chain = error_chain(&err);
+    assert!(!chain.contains("hunter2"), "{chain}");
+
+    for bad in [
+        "redis://app:hunter2-secret@127.0.0.1/db",
+        "postgres://app:hunter2-secret@127.0.0.1:x/db",
+    ] {
+        let err = PostgresStore::connect_lazy(bad, PostgresOptions::default()).unwrap_err();
+        assert!(matches!(err, Error::InvalidUrl(_)), "{bad}: {err:?}");
+        let chain = error_chain(&err);
+        assert!(!chain.contains("hunter2"), "{chain}");
+    }
+    let err = PostgresStore::connect_lazy(&url, options("no-dashes")).unwrap_err();
+    assert!(matches!(err, Error::InvalidSchema(_)), "{err:?}");
+    let err = PostgresStore::connect_lazy(&url, PostgresOptions::default().pool_size(0));
+    assert!(matches!(err, Err(Error::InvalidOption(_))));
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut shown = format!("{err} {err:?}");
+    let mut source = err.source();
+    while let Some(inner) = source {
+        shown.push_str(&format!(" / {inner} {inner:?}"));
+        source = inner.source();
+    }
+    shown
+}
+
+/// `connect_lazy` needs no runtime and no server; it connects and creates
+/// the schema on its first call.
+#[test]
+fn a_lazy_store_is_built_outside_a_runtime_and_connects_on_first_use() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = runtime.block_on(async { support::server().url() });
+    let schema = support::unique_schema();
+    let store = PostgresStore::connect_lazy(&url, options(&schema)).unwrap();
+    let client = runtime.block_on(support::client(&url));
+    let exists = |client: &tokio_postgres::Client| {
+        let sql = format!("SELECT to_regclass('\"{schema}\".counters') IS NOT NULL");
+        runtime.block_on(async { client.query_one(&sql, &[]).await.unwrap().get::<_, bool>(0) })
+    };
+    assert!(!exists(&client), "a lazy store connected at once");
+    let key = format!("limit:lazy:{}", tollgate_test_support::unique());
+    let counts = runtime.block_on(store.count(&[counter(&key)], deadline()));
+    assert_eq!(counts.unwrap(), [1]);
+    assert!(exists(&client), "the first call created the schema");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_store_on_an_unreachable_server_fails_transiently() {
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("postgres://app@127.0.0.1:{closed}/db");
+    let store = PostgresStore::connect_lazy(&url, PostgresOptions::default()).unwrap();
+    for _ in 0..2 {
+        match store.get(&["k".to_owned()], deadline()).await {
+            Err(err @ StoreError::Connection(_)) => assert!(err.is_transient()),
+            other => panic!("a store on a closed port answered {other:?}"),
+        }
+    }
+}

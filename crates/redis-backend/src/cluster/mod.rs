@@ -1,0 +1,302 @@
+//! [`RedisClusterStore`]: the [`CounterStore`](tollgate_core::CounterStore) on Redis Cluster.
+
+mod give_back;
+mod link;
+mod ops;
+mod reserve;
+mod slots;
+mod url;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo, Slot};
+use redis::{Cmd, ErrorKind, Script, ServerErrorKind, Value};
+use tollgate_core::{Deadline, StoreError};
+
+use crate::{Error, RedisOptions, command, failure, reply, scripts};
+use link::ClusterLink;
+
+/// Counters in Redis Cluster: per check, one script call per hash slot,
+/// all slots at once, so a check waits one round trip.
+///
+/// A check's keys (`limit:<key>:<window>`) usually hash to different slots,
+/// and Redis runs a script only on keys of one slot. So each call groups
+/// its counters by slot and runs the same script on each group, all
+/// concurrently; an all-or-nothing reservation whose keys span slots
+/// reserves on each slot and gives back what it took when any slot
+/// refuses. See the [crate docs](crate#redis-cluster).
+///
+/// Cheap to clone; clones share one cluster connection.
+#[derive(Clone)]
+pub struct RedisClusterStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    link: ClusterLink,
+    prefix: String,
+    scripts: Scripts,
+    /// `host:port,…` of the seed nodes, never the password.
+    seeds: String,
+}
+
+/// A script's hash and code: an `EVALSHA`, and the `EVAL` to send when a
+/// node answers `NOSCRIPT` (a promoted replica, a node new to the cluster).
+pub(crate) struct Lua {
+    script: Script,
+    code: &'static str,
+}
+
+impl Lua {
+    fn new(code: &'static str) -> Lua {
+        Lua {
+            script: Script::new(code),
+            code,
+        }
+    }
+}
+
+struct Scripts {
+    count: Lua,
+    reserve: Lua,
+    refund: Lua,
+    give_back: Lua,
+    delete: Lua,
+    claim: Lua,
+    finish: Lua,
+    release: Lua,
+}
+
+impl fmt::Debug for RedisClusterStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisClusterStore")
+            .field("seeds", &self.inner.seeds)
+            .field("key_prefix", &self.inner.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisClusterStore {
+    /// A store on the cluster that the seed nodes of `url` belong to, with
+    /// default [`RedisOptions`].
+    ///
+    /// Connects lazily: this succeeds while the cluster is down, and the
+    /// first call connects (to every seed at once, then to every node that
+    /// `CLUSTER SLOTS` names). URLs are
+    /// `redis-cluster://[user:password@]host:port[,host:port…]`, or
+    /// `rediss-cluster://…` (TLS, with the `tls` feature); one seed is
+    /// enough, more survive a seed being down.
+    ///
+    /// ```
+    /// let store = tollgate_redis::RedisClusterStore::open(
+    ///     "redis-cluster://10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000",
+    /// )?;
+    /// # let _ = store;
+    /// # Ok::<(), tollgate_redis::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] when the URL cannot be read, or is `rediss-cluster://`
+    /// without the `tls` feature.
+    pub fn open(url: &str) -> Result<RedisClusterStore, Error> {
+        RedisClusterStore::open_with(url, RedisOptions::default())
+    }
+
+    /// A store on the cluster at `url` with `options`; lazy, like
+    /// [`open`](RedisClusterStore::open).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](RedisClusterStore::open).
+    pub fn open_with(url: &str, options: RedisOptions) -> Result<RedisClusterStore, Error> {
+        let seeds = url::seeds(url)?;
+        let link = ClusterLink::new(&seeds.urls).map_err(|err| {
+            Error::InvalidUrl(format!("the cluster URL cannot be used: {:?}", err.kind()))
+        })?;
+        Ok(RedisClusterStore {
+            inner: Arc::new(Inner {
+                link,
+                prefix: options.key_prefix,
+                scripts: Scripts {
+                    count: Lua::new(scripts::COUNT),
+                    reserve: Lua::new(scripts::RESERVE),
+                    refund: Lua::new(scripts::REFUND),
+                    give_back: Lua::new(give_back::GIVE_BACK.as_str()),
+                    delete: Lua::new(scripts::DELETE),
+                    claim: Lua::new(scripts::CLAIM),
+                    finish: Lua::new(scripts::FINISH),
+                    release: Lua::new(scripts::RELEASE),
+                },
+                seeds: seeds.addresses,
+            }),
+        })
+    }
+
+    fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// The start of an `EVALSHA` of `lua` (see [`command::evalsha`]).
+    fn evalsha(&self, lua: &Lua, keys: usize, args: usize, bytes: usize) -> Cmd {
+        command::evalsha(&lua.script, keys, args, bytes, self.prefix())
+    }
+
+    /// Appends `key` with the store's prefix.
+    fn key(&self, cmd: &mut Cmd, key: &str) {
+        command::push_key(cmd, self.prefix(), key);
+    }
+
+    /// Runs one script call on `slot`'s primary, in one round trip (two
+    /// after `NOSCRIPT`: the same call as `EVAL`). A `DEADLINE` reply is
+    /// [`StoreError::Timeout`].
+    async fn eval(
+        &self,
+        lua: &Lua,
+        slot: Slot,
+        cmd: Cmd,
+        deadline: Deadline,
+    ) -> Result<Value, StoreError> {
+        self.send(Some(lua), slot, cmd, deadline).await
+    }
+
+    /// Runs one plain command (a read) on `slot`'s primary.
+    async fn command(&self, slot: Slot, cmd: Cmd, deadline: Deadline) -> Result<Value, StoreError> {
+        self.send(None, slot, cmd, deadline).await
+    }
+
+    async fn send(
+        &self,
+        lua: Option<&Lua>,
+        slot: Slot,
+        cmd: Cmd,
+        deadline: Deadline,
+    ) -> Result<Value, StoreError> {
+        let started = Instant::now();
+        let mut conn = self.inner.link.connection()?;
+        if deadline.has_passed() {
+            // Nobody waits for the reply any more; the server would refuse it.
+            return Err(StoreError::Timeout(started.elapsed()));
+        }
+        let mut target = Target::Slot(slot);
+        let mut result = target.query(&mut conn, &cmd).await;
+        // The client follows no redirect itself (it refreshes its slot map
+        // after a `MOVED`, in the background); the store follows one.
+        if let Err(err) = &result
+            && let Some(redirected) = Target::redirect(err)
+        {
+            target = redirected;
+            result = target.query(&mut conn, &cmd).await;
+        }
+        if let (Err(err), Some(lua)) = (&result, lua)
+            && err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+        {
+            result = target
+                .query(&mut conn, &command::as_eval(&cmd, lua.code))
+                .await;
+        }
+        match result {
+            Ok(value) if reply::is_deadline(&value) => Err(StoreError::Timeout(started.elapsed())),
+            Ok(value) => Ok(value),
+            Err(err) => Err(failure::from_redis(err)),
+        }
+    }
+}
+
+/// Where one call goes: its slot's primary, or the node a redirect named.
+enum Target {
+    Slot(Slot),
+    Node {
+        host: String,
+        port: u16,
+        /// After `ASK`: the call is preceded by `ASKING`, in one write, so
+        /// that no other call on the shared connection takes the flag.
+        asking: bool,
+    },
+}
+
+impl Target {
+    /// The node a `MOVED` or `ASK` error names.
+    fn redirect(err: &redis::RedisError) -> Option<Target> {
+        let asking = match err.kind() {
+            ErrorKind::Server(ServerErrorKind::Moved) => false,
+            ErrorKind::Server(ServerErrorKind::Ask) => true,
+            _ => return None,
+        };
+        let (address, _slot) = err.redirect_node()?;
+        let (host, port) = address.rsplit_once(':')?;
+        Some(Target::Node {
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            port: port.parse().ok()?,
+            asking,
+        })
+    }
+
+    async fn query(&self, conn: &mut ClusterConnection, cmd: &Cmd) -> redis::RedisResult<Value> {
+        let value = match self {
+            Target::Slot(slot) => conn.route_command(cmd.clone(), slots::route(*slot)).await?,
+            Target::Node {
+                host,
+                port,
+                asking: false,
+            } => {
+                let route = SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                };
+                conn.route_command(cmd.clone(), RoutingInfo::SingleNode(route))
+                    .await?
+            }
+            Target::Node {
+                host,
+                port,
+                asking: true,
+            } => {
+                let route = SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                };
+                let mut pipe = redis::pipe();
+                pipe.cmd("ASKING").add_command(cmd.clone());
+                let mut replies = conn.route_pipeline(pipe, 1, 1, route).await?;
+                replies.pop().unwrap_or(Value::Nil)
+            }
+        };
+        value.extract_error()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opens_without_a_cluster() {
+        // Nothing listens on port 1; opening is lazy, so it still succeeds.
+        let store = RedisClusterStore::open("redis-cluster://127.0.0.1:1,127.0.0.1:2");
+        assert!(store.is_ok());
+    }
+
+    #[test]
+    fn never_shows_the_password() {
+        let store = RedisClusterStore::open("redis-cluster://u:hunter2@127.0.0.1:1,127.0.0.1:2")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let text = format!("{store:?}");
+        assert!(
+            text.contains("127.0.0.1:1,127.0.0.1:2") && !text.contains("hunter2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn refuses_single_node_urls() {
+        let err = RedisClusterStore::open("redis://127.0.0.1:7000").map(|_| ());
+        assert!(matches!(err, Err(Error::UnsupportedScheme(_))), "{err:?}");
+    }
+}
