@@ -1,6 +1,7 @@
-//! The demo on Postgres (`--store postgres://…`) and on Redis Cluster
-//! (`--store redis-cluster://…`), over real HTTP on loopback, against
-//! private servers: every route serves as on one Redis.
+//! The demo on Postgres (`--store postgres://…`), on Redis Cluster
+//! (`--store redis-cluster://…`) and on Upstash REST (`--store upstash…`,
+//! through the local REST proxy over a private redis-server), over real
+//! HTTP on loopback: every route serves as on one Redis.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
@@ -19,7 +20,19 @@ use tollgate_test_support::unique;
 #[tokio::test]
 async fn every_route_serves_on_postgres() {
     let server = PostgresServer::start();
-    every_route_serves(&server.url()).await;
+    every_route_serves(tollgate::open_store(&server.url()).unwrap()).await;
+}
+
+#[tokio::test]
+async fn every_route_serves_on_upstash_rest_through_the_proxy() {
+    let redis = tollgate_test_support::redis_server::RedisServer::start();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = listener.local_addr().unwrap();
+    let options = tollgate_rest_proxy::Options::new(redis.url(), "demo-token");
+    tokio::spawn(tollgate_rest_proxy::serve(listener, options));
+    let url = format!("upstash+http://{proxy}");
+    let store = tollgate::upstash::UpstashStore::open(&url, "demo-token").unwrap();
+    every_route_serves(std::sync::Arc::new(store)).await;
 }
 
 #[tokio::test]
@@ -27,11 +40,10 @@ async fn every_route_serves_on_redis_cluster() {
     let cluster = RedisCluster::start();
     let url = cluster.url();
     assert!(url.starts_with("redis-cluster://"), "{url}");
-    every_route_serves(&url).await;
+    every_route_serves(tollgate::open_store(&url).unwrap()).await;
 }
 
-async fn every_route_serves(url: &str) {
-    let store = tollgate::open_store(url).unwrap();
+async fn every_route_serves(store: std::sync::Arc<dyn tollgate::CounterStore>) {
     let clock = ManualClock::new(Duration::from_secs(20_619 * 86_400 + 43_200));
     let loopback = vec!["127.0.0.0/8".parse().unwrap()];
     let router = app(

@@ -398,7 +398,10 @@ async fn refused_callers_under_attack_cost_the_server_nothing() {
         assert!(limiter.reserve(&attacker).await.unwrap().is_allowed());
     }
     let first = limiter.reserve(&attacker).await.unwrap();
-    assert!(!first.is_allowed() && !first.is_local(), "the store refuses first");
+    assert!(
+        !first.is_allowed() && !first.is_local(),
+        "the store refuses first"
+    );
     run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
     for _ in 0..1_000 {
         let verdict = limiter.reserve(&attacker).await.unwrap();

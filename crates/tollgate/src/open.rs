@@ -11,8 +11,8 @@ use tollgate_core::{BoxError, CounterStore};
 pub enum OpenError {
     /// The URL's scheme is not one of those [`open_store`] lists.
     #[error(
-        "unknown store URL scheme `{0}`: expected redis://HOST, rediss://HOST, unix:///SOCKET, \
-         valkey://HOST, postgres://HOST/DB or sqlite:PATH"
+        "unknown store URL scheme `{0}`: expected redis://HOST, redis-cluster://HOST:PORT,…, \
+         postgres://HOST/DB, upstash, upstash+https://HOST or sqlite:PATH"
     )]
     UnknownScheme(String),
     /// The store of this URL was not compiled in.
@@ -25,6 +25,9 @@ pub enum OpenError {
         /// The cargo feature that adds it.
         feature: &'static str,
     },
+    /// An `upstash+http(s)://` URL without `UPSTASH_REDIS_REST_TOKEN` set.
+    #[error("the upstash store needs its token in UPSTASH_REDIS_REST_TOKEN")]
+    MissingToken,
     /// A `sqlite:` URL without a path.
     #[error("the sqlite store URL has no path: write sqlite:PATH, e.g. sqlite:counters.sqlite3")]
     MissingPath,
@@ -52,6 +55,8 @@ pub enum OpenError {
 /// | `valkey://…`, `valkeys://…` (or `valkey+unix://`) | Valkey, as Redis | `redis`, `redis-tls` |
 /// | `sqlite:PATH` (or `sqlite://PATH`) | one SQLite file | `sqlite` |
 /// | `postgres://[USER[:PASSWORD]@]HOST[:PORT]/DB` (or `postgresql://`) | Postgres | `postgres` |
+/// | `upstash` | Upstash REST, from `UPSTASH_REDIS_REST_URL` and `UPSTASH_REDIS_REST_TOKEN` | `upstash` |
+/// | `upstash+https://HOST` (or `upstash+http://HOST:PORT`) | Upstash REST, token from `UPSTASH_REDIS_REST_TOKEN` | `upstash` |
 /// | `memory` | in memory, a **test double** only | `test-util` |
 ///
 /// Opening does not wait for a server: a Redis or Postgres store connects
@@ -82,6 +87,8 @@ pub fn open_store(url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
             sqlite(path)
         }
         "postgres" | "postgresql" => postgres(url),
+        "upstash" if rest.is_empty() => upstash(None, None),
+        "upstash+http" | "upstash+https" => upstash(Some(url), token()),
         "memory" if rest.is_empty() => memory(),
         _ => Err(OpenError::UnknownScheme(scheme.to_owned())),
     }
@@ -155,6 +162,36 @@ fn postgres(_url: &str) -> Result<Arc<dyn CounterStore>, OpenError> {
     Err(OpenError::NotCompiled {
         scheme: "postgres://",
         feature: "postgres",
+    })
+}
+
+/// `UPSTASH_REDIS_REST_TOKEN`, when set.
+fn token() -> Option<String> {
+    std::env::var("UPSTASH_REDIS_REST_TOKEN").ok()
+}
+
+/// The Upstash store: from the environment (`url` None), or at `url` with `token`.
+#[cfg(feature = "upstash")]
+fn upstash(url: Option<&str>, token: Option<String>) -> Result<Arc<dyn CounterStore>, OpenError> {
+    let store = match (url, token) {
+        (None, _) => tollgate_upstash::UpstashStore::from_env(),
+        (Some(url), Some(token)) => tollgate_upstash::UpstashStore::open(url, &token),
+        (Some(_), None) => return Err(OpenError::MissingToken),
+    };
+    match store {
+        Ok(store) => Ok(Arc::new(store)),
+        Err(err) => Err(OpenError::Open {
+            store: "upstash",
+            source: Box::new(err),
+        }),
+    }
+}
+
+#[cfg(not(feature = "upstash"))]
+fn upstash(_url: Option<&str>, _token: Option<String>) -> Result<Arc<dyn CounterStore>, OpenError> {
+    Err(OpenError::NotCompiled {
+        scheme: "upstash",
+        feature: "upstash",
     })
 }
 
@@ -321,6 +358,37 @@ mod tests {
         ] {
             assert!(open_store(url).is_ok(), "{url}");
         }
+    }
+
+    #[cfg(not(feature = "upstash"))]
+    #[test]
+    fn upstash_without_its_feature_names_the_feature() {
+        assert!(matches!(
+            error("upstash"),
+            OpenError::NotCompiled {
+                feature: "upstash",
+                ..
+            }
+        ));
+        assert!(matches!(
+            error("upstash+https://example.invalid"),
+            OpenError::NotCompiled {
+                feature: "upstash",
+                ..
+            }
+        ));
+    }
+
+    #[cfg(feature = "upstash")]
+    #[test]
+    fn upstash_urls_open_without_a_request_and_need_a_token() {
+        let opened = upstash(Some("upstash+http://127.0.0.1:1"), Some("s3cret".into()));
+        let text = opened
+            .map(|store| format!("{store:?}"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!text.contains("s3cret"), "{text}");
+        let missing = upstash(Some("upstash+https://example.invalid"), None);
+        assert!(matches!(missing, Err(OpenError::MissingToken)));
     }
 
     #[cfg(feature = "redis")]
