@@ -46,10 +46,10 @@ async fn fails(args: &[&str]) -> (Option<i32>, String) {
 
 #[tokio::test]
 async fn unknown_store_url_is_a_clear_startup_error() {
-    let (code, stderr) = fails(&["--store", "postgres://user:hunter2@db/x"]).await;
+    let (code, stderr) = fails(&["--store", "mysql://user:hunter2@db/x"]).await;
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
-        stderr.contains("invalid --store") && stderr.contains("`postgres`"),
+        stderr.contains("invalid --store") && stderr.contains("`mysql`"),
         "{stderr}"
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
