@@ -14,7 +14,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use crate::{Counter, observe};
+use crate::{Counter, Usage, observe};
 
 /// A bounded map of counter keys to the count last seen, oldest evicted first.
 #[derive(Debug)]
@@ -71,26 +71,20 @@ impl LocalCache {
     }
 
     /// Notes what the store answered for a check whose store call began at
-    /// `epoch`: `counts[i]` for `counters[i]`, each until `ends[i]`.
-    /// Counters already remembered take the new count; when the check found
-    /// one of them `full`, every counter of it is remembered. An answer
-    /// from before a refund or reset (an older epoch) is dropped: it may
-    /// predate the room the refund made.
-    pub(crate) fn note(
-        &self,
-        epoch: u64,
-        counters: &[Counter],
-        counts: &[u64],
-        ends: &[u64],
-        full: bool,
-    ) {
+    /// `epoch`: each counter's count, until its window resets. Counters
+    /// already remembered take the new count; when the check found one of
+    /// them `full`, every counter of it is remembered. An answer from before
+    /// a refund or reset (an older epoch) is dropped: it may predate the
+    /// room the refund made.
+    pub(crate) fn note(&self, epoch: u64, usage: &[Usage], full: bool) {
         let mut inner = self.lock();
         if inner.epoch != epoch || (!full && inner.seen.is_empty()) {
             return;
         }
-        for ((counter, &count), &end) in counters.iter().zip(counts).zip(ends) {
-            match inner.seen.get_mut(&counter.key) {
-                Some(entry) => *entry = (count, end),
+        for usage in usage {
+            let (key, seen) = (usage.counter_key(), (usage.count(), usage.reset()));
+            match inner.seen.get_mut(key) {
+                Some(entry) => *entry = seen,
                 None if !full => {}
                 None => {
                     while inner.seen.len() >= self.capacity {
@@ -105,8 +99,8 @@ impl LocalCache {
                         let Inner { seen, order, .. } = &mut *inner;
                         order.retain(|k| seen.contains_key(k));
                     }
-                    inner.seen.insert(counter.key.clone(), (count, end));
-                    inner.order.push_back(counter.key.clone());
+                    inner.seen.insert(key.to_owned(), seen);
+                    inner.order.push_back(key.to_owned());
                 }
             }
         }
@@ -146,6 +140,15 @@ mod tests {
 
     use super::*;
 
+    /// What a check saw of counter `key`: `count`, its minute window
+    /// ending at second 60.
+    fn seen(key: &str, count: u64) -> Usage {
+        let rule = crate::Rule::new("r", 1_000, crate::Window::MINUTE);
+        let limit = rule.and_then(|r| r.limit::<&str>(&[]));
+        let limit = limit.unwrap_or_else(|e| panic!("{e}"));
+        Usage::new(&limit, key.to_owned(), count, 0, false)
+    }
+
     fn counter(key: &str, cost: u64, max: u64) -> Counter {
         Counter {
             key: key.into(),
@@ -160,7 +163,7 @@ mod tests {
         let cache = LocalCache::new(10);
         let full = [counter("a", 1, 5), counter("b", 1, 100)];
         assert_eq!(cache.refusal(&full, 0), None, "nothing known");
-        cache.note(0, &full, &[5, 7], &[60, 60], true);
+        cache.note(0, &[seen("a", 5), seen("b", 7)], true);
         assert_eq!(cache.refusal(&full, 10), Some(vec![5, 7]));
         assert_eq!(cache.refusal(&full, 60), None, "the window ended");
         let roomy = [counter("b", 1, 100)];
@@ -178,7 +181,7 @@ mod tests {
     #[test]
     fn a_cheaper_call_that_fits_is_not_refused() {
         let cache = LocalCache::new(10);
-        cache.note(0, &[counter("t", 100, 1_000)], &[950], &[60], true);
+        cache.note(0, &[seen("t", 950)], true);
         assert_eq!(
             cache.refusal(&[counter("t", 100, 1_000)], 1),
             Some(vec![950])
@@ -189,16 +192,10 @@ mod tests {
     #[test]
     fn later_answers_update_what_is_remembered_and_add_nothing_new() {
         let cache = LocalCache::new(10);
-        cache.note(0, &[counter("a", 1, 5)], &[7], &[60], false);
+        cache.note(0, &[seen("a", 7)], false);
         assert_eq!(cache.len(), 0, "nothing full, nothing remembered");
-        cache.note(0, &[counter("a", 1, 5)], &[5], &[60], true);
-        cache.note(
-            0,
-            &[counter("a", 1, 5), counter("b", 1, 9)],
-            &[2, 1],
-            &[60, 60],
-            false,
-        );
+        cache.note(0, &[seen("a", 5)], true);
+        cache.note(0, &[seen("a", 2), seen("b", 1)], false);
         assert_eq!(cache.len(), 1, "b was not full and not known");
         assert_eq!(
             cache.refusal(&[counter("a", 1, 5)], 1),
@@ -212,9 +209,9 @@ mod tests {
         let cache = LocalCache::new(10);
         let epoch = cache.epoch();
         cache.forget(["a"]);
-        cache.note(epoch, &[counter("a", 1, 5)], &[5], &[60], true);
+        cache.note(epoch, &[seen("a", 5)], true);
         assert_eq!(cache.len(), 0, "a stale full answer came back");
-        cache.note(cache.epoch(), &[counter("a", 1, 5)], &[5], &[60], true);
+        cache.note(cache.epoch(), &[seen("a", 5)], true);
         assert_eq!(cache.len(), 1);
     }
 
@@ -223,7 +220,7 @@ mod tests {
         let cache = LocalCache::new(4);
         for round in 0..100 {
             let key = format!("k{round}");
-            cache.note(cache.epoch(), &[counter(&key, 1, 1)], &[1], &[60], true);
+            cache.note(cache.epoch(), &[seen(&key, 1)], true);
             cache.forget([key.as_str()]);
         }
         assert!(cache.lock().order.len() <= 8);
@@ -233,7 +230,7 @@ mod tests {
     fn holds_at_most_its_capacity_evicting_the_oldest() {
         let cache = LocalCache::new(3);
         for key in ["a", "b", "c", "d"] {
-            cache.note(0, &[counter(key, 1, 1)], &[1], &[60], true);
+            cache.note(0, &[seen(key, 1)], true);
         }
         assert_eq!(cache.len(), 3);
         assert_eq!(cache.refusal(&[counter("a", 1, 1)], 1), None, "evicted");

@@ -27,9 +27,13 @@ impl Deadline {
 
     /// A deadline `budget` from now.
     pub fn after(budget: Duration) -> Deadline {
-        let now = Instant::now();
+        Deadline::starting(Instant::now(), SystemTime::now(), budget)
+    }
+
+    /// A deadline `budget` after `now`, read as `wall` on the wall clock.
+    pub(crate) fn starting(now: Instant, wall: SystemTime, budget: Duration) -> Deadline {
         let at = now.checked_add(budget).unwrap_or(now + FAR);
-        let wall = SystemTime::now()
+        let wall = wall
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO)
             .saturating_add(at.saturating_duration_since(now));

@@ -4,7 +4,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::{Claim, Error, Limiter, MAX_PART_LEN, StoreError};
+use crate::observe::Op;
+use crate::{Claim, CounterStore, Error, Limiter, MAX_PART_LEN, StoreError};
 
 /// Marks webhook deliveries, as `github-delivery:<id>`, in two states:
 /// *processing*, a short lease owned by a random token (so that a retried
@@ -68,11 +69,11 @@ impl Deliveries {
     pub async fn begin(&self, id: &str) -> Result<Option<Delivery>, Error> {
         let key = Deliveries::key(id)?;
         let token = token();
-        let store = self.limiter.store();
+        let store: &dyn CounterStore = &**self.limiter.store();
         let claim = self
             .limiter
             .retry_policy()
-            .run((store.name(), "claim"), true, |deadline| {
+            .run(self.limiter.calls(), Op::Claim, true, |deadline| {
                 store.claim(&key, &token, self.lease, deadline)
             })
             .await;
@@ -107,11 +108,11 @@ impl Delivery {
     /// by itself, and a redelivery is processed again.
     pub async fn complete(mut self) -> Result<(), Error> {
         self.open = false;
-        let store = self.limiter.store();
+        let store: &dyn CounterStore = &**self.limiter.store();
         let done = self
             .limiter
             .retry_policy()
-            .run((store.name(), "finish"), true, |deadline| {
+            .run(self.limiter.calls(), Op::Finish, true, |deadline| {
                 store.finish(&self.key, &self.token, Deliveries::TTL, deadline)
             })
             .await;
@@ -156,10 +157,10 @@ impl Drop for Delivery {
 }
 
 async fn release(limiter: &Limiter, key: &str, token: &str) -> Result<(), StoreError> {
-    let store = limiter.store();
+    let store: &dyn CounterStore = &**limiter.store();
     limiter
         .retry_policy()
-        .run((store.name(), "release"), true, |deadline| {
+        .run(limiter.calls(), Op::Release, true, |deadline| {
             store.release(key, token, deadline)
         })
         .await

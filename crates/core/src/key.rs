@@ -1,7 +1,5 @@
 //! Counter keys: `limit:<rule>:<part>:…:<part>:<window index>`, injective.
 
-use std::sync::Arc;
-
 use crate::store::MAX_COUNT;
 use crate::{Counter, Error, Rule};
 
@@ -41,7 +39,7 @@ pub const KEY_PREFIX: &str = "limit:";
 pub struct Limit {
     rule: Rule,
     /// `limit:<key>:`, so that a counter key is one copy and the index.
-    stored: Arc<str>,
+    stored: Box<str>,
     cost: u64,
 }
 
@@ -78,7 +76,7 @@ impl Limit {
         key.push(':');
         Ok(Limit {
             rule,
-            stored: key.into(),
+            stored: key.into_boxed_str(),
             cost: 1,
         })
     }
@@ -103,7 +101,8 @@ impl Limit {
         self.cost
     }
 
-    pub(crate) fn stored(&self) -> &Arc<str> {
+    /// `limit:<key>:`: the counter key without the window index.
+    pub(crate) fn stored(&self) -> &str {
         &self.stored
     }
 

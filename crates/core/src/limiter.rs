@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::cache::LocalCache;
-use crate::observe::{self, Outcome};
+use crate::observe::{self, Op, Outcome, StoreCalls};
 use crate::store::MAX_COUNT;
 use crate::throttle::{Chain, Throttle};
 use crate::{
@@ -56,6 +56,7 @@ pub struct Limiter {
     retry: RetryPolicy,
     logs: Arc<Throttle>,
     cache: Option<Arc<LocalCache>>,
+    calls: Arc<StoreCalls>,
 }
 
 impl Limiter {
@@ -70,8 +71,10 @@ impl Limiter {
 
     /// A limiter over `store` and `clock`, bounded by the default [`RetryPolicy`].
     pub fn with_parts(store: impl CounterStore, clock: impl Clock) -> Limiter {
+        let calls = Arc::new(StoreCalls::new(store.name()));
         Limiter {
-            store: Arc::new(store),
+            calls,
+            store: store.into_shared(),
             clock: Arc::new(clock),
             retry: RetryPolicy::default(),
             logs: Arc::default(),
@@ -109,6 +112,11 @@ impl Limiter {
     /// The clock this limiter reads.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
+    }
+
+    /// The metrics of this limiter's store calls.
+    pub(crate) fn calls(&self) -> &StoreCalls {
+        &self.calls
     }
 
     /// The retry policy bounding every store call.
@@ -163,21 +171,34 @@ impl Limiter {
     ) -> Result<Verdict, Error> {
         check_distinct(limits)?;
         if limits.is_empty() {
-            return Ok(Verdict::new(Vec::new(), true));
+            return Ok(Verdict::new(Arc::default(), true));
         }
         let now = self.clock.now().as_secs();
-        let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
-        if mode == Mode::Reserve
-            && let Some(verdict) = self.answer_locally(limits, &counters, now)
-        {
-            return Ok(verdict);
+        let mut counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
+        let cache = self.cache.as_deref().filter(|_| mode == Mode::Reserve);
+        if let Some(seen) = cache.and_then(|cache| cache.refusal(&counters, now)) {
+            let reply = Reservation {
+                applied: false,
+                counts: seen,
+            };
+            match reply::usage(limits, counters, Mode::Reserve, reply, now) {
+                Ok(usage) => {
+                    let verdict = Verdict::local(usage);
+                    self.report(&verdict, true);
+                    return Ok(verdict);
+                }
+                // The cache holds only counts the store gave and answers
+                // only when one cannot fit; should that ever not read as a
+                // refusal, the store answers instead.
+                Err(_) => counters = limits.iter().map(|l| l.counter(now)).collect(),
+            }
         }
-        let epoch = self.cache.as_ref().map_or(0, |cache| cache.epoch());
+        let epoch = cache.map_or(0, LocalCache::epoch);
         let reply = match mode {
             Mode::Count => self
                 .retry
-                .run((self.store.name(), "count"), true, |deadline| {
-                    self.store.count(&counters, deadline)
+                .run(&self.calls, Op::Count, true, |deadline| {
+                    (*self.store).count(&counters, deadline)
                 })
                 .await
                 .map(|counts| Reservation {
@@ -186,25 +207,18 @@ impl Limiter {
                 }),
             Mode::Reserve => {
                 self.retry
-                    .run((self.store.name(), "reserve"), true, |deadline| {
-                        self.store.reserve(&counters, deadline)
+                    .run(&self.calls, Op::Reserve, true, |deadline| {
+                        (*self.store).reserve(&counters, deadline)
                     })
                     .await
             }
         };
         let applied = reply.as_ref().is_ok_and(|r| r.applied);
-        let counts = match &reply {
-            Ok(reply) if self.cache.is_some() && mode == Mode::Reserve => reply.counts.clone(),
-            _ => Vec::new(),
-        };
-        match reply.and_then(|reply| reply::usage(limits, &counters, mode, reply, now)) {
+        match reply.and_then(|reply| reply::usage(limits, counters, mode, reply, now)) {
             Ok(usage) => {
                 let verdict = Verdict::new(usage, applied);
-                if let Some(cache) = &self.cache
-                    && mode == Mode::Reserve
-                {
-                    let ends: Vec<u64> = verdict.usage().iter().map(Usage::reset).collect();
-                    cache.note(epoch, &counters, &counts, &ends, !verdict.is_allowed());
+                if let Some(cache) = cache {
+                    cache.note(epoch, verdict.usage(), !verdict.is_allowed());
                 }
                 self.report(&verdict, false);
                 Ok(verdict)
@@ -218,22 +232,6 @@ impl Limiter {
                 self.on_failure(&Names(limits).to_string(), policy, err)
             }
         }
-    }
-
-    /// The verdict of a reservation the local cache can refuse without a
-    /// store round trip: what the store would answer, spending nothing.
-    /// Counting always goes to the store, since a counted call is counted
-    /// even when over.
-    fn answer_locally(&self, limits: &[Limit], counters: &[Counter], now: u64) -> Option<Verdict> {
-        let seen = self.cache.as_ref()?.refusal(counters, now)?;
-        let reply = Reservation {
-            applied: false,
-            counts: seen,
-        };
-        let usage = reply::usage(limits, counters, Mode::Reserve, reply, now).ok()?;
-        let verdict = Verdict::local(usage);
-        self.report(&verdict, true);
-        Some(verdict)
     }
 
     /// Metrics of a check, and a warning (rate-limited) for each shadow rule
@@ -257,12 +255,14 @@ impl Limiter {
     /// over when a call of the limit's cost now would be refused. Fail-closed.
     pub async fn remaining(&self, limits: &[Limit]) -> Result<Vec<Usage>, Error> {
         let now = self.clock.now().as_secs();
-        let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
-        let keys: Vec<String> = counters.iter().map(|c| c.key.clone()).collect();
+        let keys: Vec<String> = limits
+            .iter()
+            .map(|l| l.counter_key(l.rule().window().index(now)))
+            .collect();
         let counts = self
             .retry
-            .run((self.store.name(), "get"), true, |deadline| {
-                self.store.get(&keys, deadline)
+            .run(&self.calls, Op::Get, true, |deadline| {
+                (*self.store).get(&keys, deadline)
             })
             .await;
         let counts = counts
@@ -270,12 +270,12 @@ impl Limiter {
             .map_err(Error::Unavailable)?;
         Ok(limits
             .iter()
-            .zip(&counters)
+            .zip(keys)
             .zip(counts)
-            .map(|((limit, _), count)| {
+            .map(|((limit, key), count)| {
                 // Against the rule's own max: a shadow rule's counter has a higher one.
                 let past_max = count.saturating_add(limit.cost()) > limit.rule().max();
-                Usage::new(limit, count, now, past_max)
+                Usage::new(limit, key, count, now, past_max)
             })
             .collect())
     }
@@ -290,8 +290,8 @@ impl Limiter {
         }
         let deleted = self
             .retry
-            .run((self.store.name(), "delete"), true, |deadline| {
-                self.store.delete(&key, deadline)
+            .run(&self.calls, Op::Delete, true, |deadline| {
+                (*self.store).delete(&key, deadline)
             })
             .await
             .map_err(Error::Unavailable);
@@ -379,17 +379,18 @@ impl Limiter {
         for (i, usage) in usages {
             let window = usage.window();
             let (back, more) = split(i, usage.cost());
-            let counter = |index: u64, cost: u64| Counter {
-                key: key::counter_key(usage.stored(), index),
+            let counter = |key: String, cost: u64| Counter {
+                key,
                 ttl: window.duration(),
                 cost: cost.min(MAX_COUNT),
                 max: usage.max(),
             };
-            if back > 0 && usage.index() == window.index(now) {
-                refunds.push(counter(usage.index(), back));
+            let current = window.index(now);
+            if back > 0 && usage.index() == current {
+                refunds.push(counter(usage.counter_key().to_owned(), back));
             }
             if more > 0 {
-                excess.push(counter(window.index(now), more));
+                excess.push(counter(key::counter_key(usage.stored(), current), more));
             }
         }
         if !refunds.is_empty() {
@@ -398,8 +399,8 @@ impl Limiter {
             }
             let done = self
                 .retry
-                .run((self.store.name(), "refund"), false, |deadline| {
-                    self.store.refund(&refunds, deadline)
+                .run(&self.calls, Op::Refund, false, |deadline| {
+                    (*self.store).refund(&refunds, deadline)
                 })
                 .await
                 .and_then(|counts| reply::same_len(refunds.len(), counts));
@@ -413,8 +414,8 @@ impl Limiter {
         if !excess.is_empty() {
             let done = self
                 .retry
-                .run((self.store.name(), "count"), true, |deadline| {
-                    self.store.count(&excess, deadline)
+                .run(&self.calls, Op::Count, true, |deadline| {
+                    (*self.store).count(&excess, deadline)
                 })
                 .await
                 .and_then(|counts| reply::same_len(excess.len(), counts));
@@ -494,7 +495,7 @@ fn merge_duplicates(limits: &[Limit]) -> Vec<Limit> {
 
 fn check_distinct(limits: &[Limit]) -> Result<(), Error> {
     for (i, a) in limits.iter().enumerate() {
-        if limits[i + 1..].iter().any(|b| a.key() == b.key()) {
+        if limits[i + 1..].iter().any(|b| a.stored() == b.stored()) {
             // Not logged here: the caller gets the typed error, and keys may
             // come from requests (a log line per call would be theirs to write).
             return Err(Error::DuplicateKey(a.rule().name().to_owned()));

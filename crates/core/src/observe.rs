@@ -125,16 +125,83 @@ impl fmt::Debug for RuleMetrics {
     }
 }
 
-/// Records one store call attempt.
-pub(crate) fn store_call(
+/// A store operation, as the `op` label names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Op {
+    Count,
+    Reserve,
+    Refund,
+    Get,
+    Delete,
+    Claim,
+    Finish,
+    Release,
+}
+
+impl Op {
+    const ALL: [Op; 8] = [
+        Op::Count,
+        Op::Reserve,
+        Op::Refund,
+        Op::Get,
+        Op::Delete,
+        Op::Claim,
+        Op::Finish,
+        Op::Release,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Op::Count => "count",
+            Op::Reserve => "reserve",
+            Op::Refund => "refund",
+            Op::Get => "get",
+            Op::Delete => "delete",
+            Op::Claim => "claim",
+            Op::Finish => "finish",
+            Op::Release => "release",
+        }
+    }
+}
+
+/// One store's call metrics: a latency histogram per operation, registered
+/// with the metrics recorder on the first call (so, as for the rules'
+/// counters: install the recorder before the first check).
+pub(crate) struct StoreCalls {
     store: &'static str,
-    op: &'static str,
-    took: Duration,
-    result: Result<(), &StoreError>,
-) {
-    metrics::histogram!(STORE_CALL_SECONDS, "store" => store, "op" => op).record(took);
-    if let Err(err) = result {
-        metrics::counter!(STORE_ERRORS, "store" => store, "kind" => err.kind()).increment(1);
+    latency: OnceLock<[metrics::Histogram; 8]>,
+}
+
+impl StoreCalls {
+    /// The metrics of calls to the store named `store`.
+    pub(crate) fn new(store: &'static str) -> StoreCalls {
+        StoreCalls {
+            store,
+            latency: OnceLock::new(),
+        }
+    }
+
+    /// Records one attempt of `op`.
+    pub(crate) fn record(&self, op: Op, took: Duration, result: Result<(), &StoreError>) {
+        let latency = self.latency.get_or_init(|| {
+            Op::ALL.map(|op| {
+                metrics::histogram!(STORE_CALL_SECONDS, "store" => self.store, "op" => op.as_str())
+            })
+        });
+        latency[op as usize].record(took);
+        if let Err(err) = result {
+            metrics::counter!(STORE_ERRORS, "store" => self.store, "kind" => err.kind())
+                .increment(1);
+        }
+    }
+}
+
+impl fmt::Debug for StoreCalls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreCalls")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
     }
 }
 

@@ -4,22 +4,24 @@
 //! that the counts can be right and decides, per limit, whether it refuses
 //! the call.
 
+use std::sync::Arc;
+
 use crate::store::MAX_COUNT;
 use crate::{Counter, Limit, Mode, Reservation, StoreError, Usage};
 
-/// The usage of each limit after a check, from the store's reply.
+/// The usage of each limit after a check, from the store's reply; the
+/// usage takes over the counters' keys.
 pub(crate) fn usage(
     limits: &[Limit],
-    counters: &[Counter],
+    counters: Vec<Counter>,
     mode: Mode,
     reply: Reservation,
     now: u64,
-) -> Result<Vec<Usage>, StoreError> {
+) -> Result<Arc<[Usage]>, StoreError> {
     let counts = same_len(counters.len(), reply.counts)?;
     let applied = reply.applied;
     let mut blocked = false;
-    let mut usage = Vec::with_capacity(limits.len());
-    for ((limit, counter), count) in limits.iter().zip(counters).zip(counts) {
+    for (counter, &count) in counters.iter().zip(&counts) {
         if count > MAX_COUNT {
             return Err(StoreError::InvalidReply(format!(
                 "a count of {count} is over {MAX_COUNT}"
@@ -36,20 +38,27 @@ pub(crate) fn usage(
             ));
         }
         blocked |= mode == Mode::Reserve && !applied && !counter.fits(count);
-        // Past the rule's own max (a shadow rule's counter has a higher one).
-        let max = limit.rule().max();
-        let past_max = match mode {
-            Mode::Reserve if !applied => count.saturating_add(counter.cost) > max,
-            _ => count > max,
-        };
-        usage.push(Usage::new(limit, count, now, past_max));
     }
     if !applied && !blocked {
         return Err(StoreError::InvalidReply(
             "a reservation was refused with every cost fitting".into(),
         ));
     }
-    Ok(usage)
+    // One allocation: the iterator knows its length.
+    Ok(limits
+        .iter()
+        .zip(counters)
+        .zip(counts)
+        .map(|((limit, counter), count)| {
+            // Past the rule's own max (a shadow rule's counter has a higher one).
+            let max = limit.rule().max();
+            let past_max = match mode {
+                Mode::Reserve if !applied => count.saturating_add(counter.cost) > max,
+                _ => count > max,
+            };
+            Usage::new(limit, counter.key, count, now, past_max)
+        })
+        .collect())
 }
 
 /// `counts` when there is one per counter asked for.
@@ -88,7 +97,7 @@ mod tests {
             applied,
             counts: counts.to_vec(),
         };
-        usage(&limits, &counters, mode, reply, 0)
+        usage(&limits, counters, mode, reply, 0)
             .map(|u| u.iter().map(Usage::is_over).collect())
             .map_err(|e| e.kind().to_owned())
     }
@@ -123,7 +132,8 @@ mod tests {
                 applied,
                 counts: vec![3],
             };
-            let usage = usage(&limits, &counters, mode, reply, 0).unwrap_or_else(|e| panic!("{e}"));
+            let usage =
+                usage(&limits, counters.clone(), mode, reply, 0).unwrap_or_else(|e| panic!("{e}"));
             assert!(!usage[0].is_over(), "{mode:?}: a shadow rule refused");
             assert!(usage[0].is_shadow_over(), "{mode:?}: not reported");
         }

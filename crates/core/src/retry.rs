@@ -1,9 +1,12 @@
 //! [`RetryPolicy`]: the one time budget of a check, and its spaced retries.
 
-use std::future::Future;
-use std::time::Duration;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::task::Poll;
+use std::time::{Duration, Instant, SystemTime};
 
-use crate::{Deadline, StoreError, observe};
+use crate::observe::{Op, StoreCalls};
+use crate::{Deadline, StoreError};
 
 /// How a [`Limiter`](crate::Limiter) bounds its store calls: the one owner
 /// of time for a check.
@@ -50,7 +53,8 @@ impl RetryPolicy {
     /// is one attempt.
     pub(crate) async fn run<T, F, Fut>(
         &self,
-        call_of: (&'static str, &'static str),
+        calls: &StoreCalls,
+        op: Op,
         retry: bool,
         mut call: F,
     ) -> Result<T, StoreError>
@@ -58,18 +62,34 @@ impl RetryPolicy {
         F: FnMut(Deadline) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
-        let check = Deadline::after(self.worst_case());
+        let (mut started, mut wall) = (Instant::now(), SystemTime::now());
+        // The check's deadline; the first attempt's (one timeout) is never
+        // past it, so it is needed only once an attempt fails.
+        let (first, first_wall) = (started, wall);
+        let mut check = None;
         let mut retries = 0;
         loop {
-            let deadline = Deadline::after(self.timeout).min(check);
-            let at = tokio::time::Instant::from_std(deadline.instant());
-            let started = std::time::Instant::now();
-            let result = match tokio::time::timeout_at(at, call(deadline)).await {
-                Ok(result) => result,
-                Err(_) => Err(StoreError::Timeout(self.timeout)),
+            let mut deadline = Deadline::starting(started, wall, self.timeout);
+            if retries > 0 {
+                let check = *check.get_or_insert_with(|| {
+                    Deadline::starting(first, first_wall, self.worst_case())
+                });
+                deadline = deadline.min(check);
+            }
+            let mut attempt = pin!(call(deadline));
+            // A store that answers at once (from memory) needs no timer.
+            let first = poll_fn(|cx| Poll::Ready(attempt.as_mut().poll(cx))).await;
+            let result = match first {
+                Poll::Ready(result) => result,
+                Poll::Pending => {
+                    let at = tokio::time::Instant::from_std(deadline.instant());
+                    match tokio::time::timeout_at(at, attempt).await {
+                        Ok(result) => result,
+                        Err(_) => Err(StoreError::Timeout(self.timeout)),
+                    }
+                }
             };
-            let (store, op) = call_of;
-            observe::store_call(store, op, started.elapsed(), result.as_ref().map(drop));
+            calls.record(op, started.elapsed(), result.as_ref().map(drop));
             match result {
                 Err(e) if retry && e.is_transient() && retries < self.retries => {
                     retries += 1;
@@ -79,6 +99,7 @@ impl RetryPolicy {
                         "rate limit store call failed; retrying"
                     );
                     tokio::time::sleep(self.delay).await;
+                    (started, wall) = (Instant::now(), SystemTime::now());
                 }
                 result => return result,
             }
@@ -118,7 +139,7 @@ mod tests {
     async fn transient_failures_are_retried_twice_and_others_never() {
         let attempts = AtomicU32::new(0);
         let transient = quick()
-            .run(("test", "count"), true, |_| async {
+            .run(&StoreCalls::new("test"), Op::Count, true, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Connection("refused".into()))
             })
@@ -126,7 +147,7 @@ mod tests {
         assert_eq!(transient.map_err(|e| e.kind()), Err("connection"));
         assert_eq!(attempts.swap(0, Ordering::SeqCst), 3);
         let permanent = quick()
-            .run(("test", "count"), true, |_| async {
+            .run(&StoreCalls::new("test"), Op::Count, true, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Backend("no".into()))
             })
@@ -134,7 +155,7 @@ mod tests {
         assert!(permanent.is_err());
         assert_eq!(attempts.swap(0, Ordering::SeqCst), 1);
         let once = quick()
-            .run(("test", "count"), false, |_| async {
+            .run(&StoreCalls::new("test"), Op::Count, false, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Connection("refused".into()))
             })
@@ -153,7 +174,7 @@ mod tests {
         let started = std::time::Instant::now();
         let mut deadlines = Vec::new();
         let result = policy
-            .run(("test", "count"), true, |deadline| {
+            .run(&StoreCalls::new("test"), Op::Count, true, |deadline| {
                 deadlines.push(deadline);
                 std::future::pending::<Result<(), StoreError>>()
             })

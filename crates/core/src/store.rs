@@ -116,6 +116,17 @@ pub trait CounterStore: Debug + Send + Sync + 'static {
         "store"
     }
 
+    /// This store behind one shared pointer, as a [`Limiter`](crate::Limiter)
+    /// holds it: a store that already is an `Arc<dyn CounterStore>` (as
+    /// `tollgate::open_store` gives) is kept as it is, not wrapped again, so
+    /// that each call goes through one dynamic dispatch.
+    fn into_shared(self) -> Arc<dyn CounterStore>
+    where
+        Self: Sized,
+    {
+        Arc::new(self)
+    }
+
     /// Adds each counter's cost ([`Counter::added_to`]) and returns the new
     /// counts, in order.
     async fn count(&self, counters: &[Counter], deadline: Deadline)
@@ -171,12 +182,17 @@ pub trait CounterStore: Debug + Send + Sync + 'static {
     -> Result<bool, StoreError>;
 }
 
+/// A store that forwards every call to `**self`: `impl [generics] for
+/// type { how it becomes shared }`.
 macro_rules! forward_store {
-    ($($ty:ty),*) => {$(
+    ($(impl [$($generics:tt)*] for $ty:ty { $shared:expr })*) => {$(
         #[async_trait]
-        impl<S: CounterStore + ?Sized> CounterStore for $ty {
+        impl<$($generics)*> CounterStore for $ty {
             fn name(&self) -> &'static str {
                 (**self).name()
+            }
+            fn into_shared(self) -> Arc<dyn CounterStore> {
+                ($shared)(self)
             }
             async fn count(&self, counters: &[Counter], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
                 (**self).count(counters, deadline).await
@@ -206,7 +222,12 @@ macro_rules! forward_store {
     )*};
 }
 
-forward_store!(Arc<S>, Box<S>);
+forward_store! {
+    impl [S: CounterStore] for Arc<S> { |s: Arc<S>| -> Arc<dyn CounterStore> { s } }
+    impl [] for Arc<dyn CounterStore> { |s: Arc<dyn CounterStore>| s }
+    impl [S: CounterStore] for Box<S> { |s: Box<S>| -> Arc<dyn CounterStore> { Arc::from(s as Box<dyn CounterStore>) } }
+    impl [] for Box<dyn CounterStore> { |s: Box<dyn CounterStore>| -> Arc<dyn CounterStore> { Arc::from(s) } }
+}
 
 #[cfg(test)]
 mod tests {
@@ -219,6 +240,63 @@ mod tests {
             cost,
             max,
         }
+    }
+
+    /// A store that fails every call.
+    #[derive(Debug)]
+    struct Down;
+
+    #[async_trait]
+    impl CounterStore for Down {
+        async fn count(&self, _: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
+            Err(StoreError::Backend("down".into()))
+        }
+        async fn reserve(&self, _: &[Counter], _: Deadline) -> Result<Reservation, StoreError> {
+            Err(StoreError::Backend("down".into()))
+        }
+        async fn refund(&self, _: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
+            Err(StoreError::Backend("down".into()))
+        }
+        async fn get(&self, _: &[String], _: Deadline) -> Result<Vec<u64>, StoreError> {
+            Err(StoreError::Backend("down".into()))
+        }
+        async fn delete(&self, _: &str, _: Deadline) -> Result<bool, StoreError> {
+            Err(StoreError::Backend("down".into()))
+        }
+        async fn claim(
+            &self,
+            _: &str,
+            _: &str,
+            _: Duration,
+            _: Deadline,
+        ) -> Result<Claim, StoreError> {
+            Err(StoreError::Backend("down".into()))
+        }
+        async fn finish(
+            &self,
+            _: &str,
+            _: &str,
+            _: Duration,
+            _: Deadline,
+        ) -> Result<bool, StoreError> {
+            Err(StoreError::Backend("down".into()))
+        }
+        async fn release(&self, _: &str, _: &str, _: Deadline) -> Result<bool, StoreError> {
+            Err(StoreError::Backend("down".into()))
+        }
+    }
+
+    #[test]
+    fn a_shared_store_is_kept_as_it_is_not_wrapped_again() {
+        let shared: Arc<dyn CounterStore> = Arc::new(Down);
+        let limiter = crate::Limiter::new(Arc::clone(&shared));
+        assert!(Arc::ptr_eq(limiter.store(), &shared), "wrapped again");
+        let typed = Arc::new(Down);
+        let kept = Arc::clone(&typed).into_shared();
+        let typed: Arc<dyn CounterStore> = typed;
+        assert!(Arc::ptr_eq(&kept, &typed), "an Arc<Down> was wrapped again");
+        let boxed: Box<dyn CounterStore> = Box::new(Down);
+        assert_eq!(boxed.into_shared().name(), "store");
     }
 
     #[test]

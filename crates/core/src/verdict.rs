@@ -15,27 +15,35 @@ pub struct Usage {
     unit: Unit,
     public: bool,
     cost: u64,
-    remaining: i64,
+    count: u64,
     reset: u64,
     retry_after: u64,
     over: bool,
     shadow_over: bool,
-    /// Where the cost went: the counter key without its index, and the
-    /// window index (for refunds and settles; never shown).
-    stored: Arc<str>,
+    /// Where the cost went: the counter key (`limit:<key>:<index>`), the
+    /// length of its part before the index, and the window index (for
+    /// refunds and settles; never shown).
+    key: String,
+    prefix: usize,
     index: u64,
     metrics: RuleMetrics,
+    /// What was given back and what excess was counted since the check.
+    account: Account,
 }
 
 impl Usage {
-    /// The usage of `limit` at `count`; `past_max` when it refuses the call
-    /// (a shadow rule only reports it).
-    pub(crate) fn new(limit: &Limit, count: u64, now_secs: u64, past_max: bool) -> Usage {
+    /// The usage of `limit` at `count` in the counter stored at `key` (the
+    /// limit's counter key at `now_secs`); `past_max` when it refuses the
+    /// call (a shadow rule only reports it).
+    pub(crate) fn new(
+        limit: &Limit,
+        key: String,
+        count: u64,
+        now_secs: u64,
+        past_max: bool,
+    ) -> Usage {
         let rule = limit.rule();
         let window = rule.window();
-        // Counts are at most MAX_COUNT and `max` at most MAX_MAX, both below i64::MAX.
-        let count = i64::try_from(count).unwrap_or(i64::MAX);
-        let max = i64::try_from(rule.max()).unwrap_or(i64::MAX);
         Usage {
             name: rule.shared_name().clone(),
             max: rule.max(),
@@ -43,14 +51,16 @@ impl Usage {
             unit: rule.unit().clone(),
             public: rule.is_public(),
             cost: limit.cost(),
-            remaining: max.saturating_sub(count),
+            count,
             reset: window.reset(now_secs),
             retry_after: window.retry_after(now_secs),
             over: past_max && !rule.is_shadow(),
             shadow_over: past_max && rule.is_shadow(),
-            stored: limit.stored().clone(),
+            prefix: limit.stored().len(),
+            key,
             index: window.index(now_secs),
             metrics: rule.metrics().clone(),
+            account: Account::default(),
         }
     }
 
@@ -83,8 +93,19 @@ impl Usage {
         self.cost
     }
 
+    /// The counter's count as the check found or left it.
+    pub(crate) fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The stored counter key, `limit:<key>:<index>`.
+    pub(crate) fn counter_key(&self) -> &str {
+        &self.key
+    }
+
+    /// The counter key without its window index, `limit:<key>:`.
     pub(crate) fn stored(&self) -> &str {
-        &self.stored
+        self.key.get(..self.prefix).unwrap_or_default()
     }
 
     pub(crate) fn index(&self) -> u64 {
@@ -103,7 +124,10 @@ impl Usage {
 
     /// `max - count`: below zero when a counted call went over.
     pub fn remaining(&self) -> i64 {
-        self.remaining
+        // Counts are at most MAX_COUNT and `max` at most MAX_MAX, both below i64::MAX.
+        let count = i64::try_from(self.count).unwrap_or(i64::MAX);
+        let max = i64::try_from(self.max).unwrap_or(i64::MAX);
+        max.saturating_sub(count)
     }
 
     /// When the window resets, in Unix seconds.
@@ -127,65 +151,77 @@ impl Usage {
     }
 }
 
+/// Of one usage of a spending verdict: units given back, excess counted.
+/// Shared by the verdict's clones (they share the usage); a clone of a
+/// [`Usage`] alone copies the totals. It takes no part in equality.
+#[derive(Debug, Default)]
+struct Account {
+    back: AtomicU64,
+    excess: AtomicU64,
+}
+
+impl Clone for Account {
+    fn clone(&self) -> Account {
+        Account {
+            back: AtomicU64::new(self.back.load(Ordering::Acquire)),
+            excess: AtomicU64::new(self.excess.load(Ordering::Acquire)),
+        }
+    }
+}
+
+impl PartialEq for Account {
+    fn eq(&self, _: &Account) -> bool {
+        true
+    }
+}
+
+impl Eq for Account {}
+
 /// The answer of a check: where each limit stands and whether the call may go on.
 ///
 /// Being limited is a value, read with [`limited`](Verdict::limited) or
 /// [`into_result`](Verdict::into_result); a broken store is an
 /// [`Error`](crate::Error) (fail-closed) or a [`degraded`](Verdict::is_degraded)
-/// verdict (fail-open).
+/// verdict (fail-open). Cheap to clone: clones share the usage, and the
+/// account of what was refunded or settled since.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Verdict {
-    usage: Vec<Usage>,
+    usage: Arc<[Usage]>,
     degraded: bool,
     spent: bool,
     local: bool,
-    /// Per usage, what was given back and what excess was counted since
-    /// (shared by clones).
-    settled: Settled,
 }
-
-/// Per usage of a spending verdict: units given back, excess counted.
-#[derive(Clone, Debug, Default)]
-struct Settled(Option<Arc<[[AtomicU64; 2]]>>);
-
-impl PartialEq for Settled {
-    fn eq(&self, _: &Settled) -> bool {
-        true
-    }
-}
-
-impl Eq for Settled {}
 
 impl Verdict {
-    pub(crate) fn new(usage: Vec<Usage>, spent: bool) -> Verdict {
-        let settled = match spent && !usage.is_empty() {
-            true => Settled(Some(
-                usage
-                    .iter()
-                    .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
-                    .collect(),
-            )),
-            false => Settled(None),
-        };
+    pub(crate) fn new(usage: Arc<[Usage]>, spent: bool) -> Verdict {
         Verdict {
             usage,
             degraded: false,
             spent,
             local: false,
-            settled,
         }
+    }
+
+    /// Usage `i`'s account, when this verdict spent.
+    fn account(&self, i: usize) -> Option<&Account> {
+        self.usage
+            .get(i)
+            .filter(|_| self.spent)
+            .map(|usage| &usage.account)
     }
 
     /// Gives back up to `units` more of usage `i`'s `cost`, never more than
     /// the cost in all (shared by clones); the units to give back now. A
     /// verdict that spent nothing gives 0.
     pub(crate) fn give_back(&self, i: usize, units: u64, cost: u64) -> u64 {
-        let Some([back, _]) = self.settled.0.as_ref().and_then(|t| t.get(i)) else {
+        let Some(account) = self.account(i) else {
             return 0;
         };
-        let before = back.fetch_update(Ordering::AcqRel, Ordering::Acquire, |given| {
-            Some(given.saturating_add(units).min(cost))
-        });
+        let before = account
+            .back
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |given| {
+                Some(given.saturating_add(units).min(cost))
+            });
         let before = before.unwrap_or_else(|given| given);
         before
             .saturating_add(units)
@@ -198,22 +234,21 @@ impl Verdict {
     /// units to give back and to count now, so that settling twice with the
     /// same actual cost does nothing the second time.
     pub(crate) fn settle_up_to(&self, i: usize, back: u64, excess: u64) -> (u64, u64) {
-        let Some(totals) = self.settled.0.as_ref().and_then(|t| t.get(i)) else {
+        let Some(account) = self.account(i) else {
             return (0, 0);
         };
         let raise =
             |total: &AtomicU64, to: u64| to.saturating_sub(total.fetch_max(to, Ordering::AcqRel));
-        (raise(&totals[0], back), raise(&totals[1], excess))
+        (raise(&account.back, back), raise(&account.excess, excess))
     }
 
     /// A refusal answered from the limiter's cache of full counters.
-    pub(crate) fn local(usage: Vec<Usage>) -> Verdict {
+    pub(crate) fn local(usage: Arc<[Usage]>) -> Verdict {
         Verdict {
             usage,
             degraded: false,
             spent: false,
             local: true,
-            settled: Settled(None),
         }
     }
 
@@ -226,11 +261,10 @@ impl Verdict {
 
     pub(crate) fn degraded() -> Verdict {
         Verdict {
-            usage: Vec::new(),
+            usage: Arc::default(),
             degraded: true,
             spent: false,
             local: false,
-            settled: Settled(None),
         }
     }
 

@@ -1,9 +1,10 @@
 #![doc = include_str!("../README.md")]
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use hashbrown::HashMap;
+use hashbrown::hash_map::EntryRef;
 use tollgate_core::{
     Claim, Clock, Counter, CounterStore, Deadline, MARK_DONE, Reservation, StoreError, SystemClock,
     async_trait,
@@ -86,16 +87,14 @@ impl MemoryStore {
     }
 }
 
-/// The live entry of `key`, dropping it when it has expired.
+/// The live entry of `key`, if any (an expired one stays until overwritten
+/// or removed, and is never read).
 fn live<'a>(
     map: &'a mut HashMap<String, Entry>,
     key: &str,
     now: Duration,
 ) -> Option<&'a mut Entry> {
-    if map.get(key).is_some_and(|e| e.expires_at <= now) {
-        map.remove(key);
-    }
-    map.get_mut(key)
+    map.get_mut(key).filter(|e| e.expires_at > now)
 }
 
 /// The live count of `key`; 0 when absent (or a mark, which no counter shares a key with).
@@ -107,23 +106,28 @@ fn count(map: &mut HashMap<String, Entry>, key: &str, now: Duration) -> u64 {
 }
 
 /// Adds a counter's cost: a live counter keeps its lifetime, a new one
-/// lives `ttl` from now.
+/// lives `ttl` from now. One hash of the key either way.
 fn add(map: &mut HashMap<String, Entry>, counter: &Counter, now: Duration) -> u64 {
-    if let Some(entry) = live(map, &counter.key, now)
-        && let Value::Count(n) = &mut entry.value
-    {
-        *n = counter.added_to(*n);
-        return *n;
+    let fresh = || Entry {
+        value: Value::Count(counter.added_to(0)),
+        expires_at: now.saturating_add(counter.ttl),
+    };
+    match map.entry_ref(counter.key.as_str()) {
+        EntryRef::Occupied(occupied) => {
+            let entry = occupied.into_mut();
+            if let Value::Count(n) = &mut entry.value
+                && entry.expires_at > now
+            {
+                *n = counter.added_to(*n);
+                return *n;
+            }
+            *entry = fresh();
+        }
+        EntryRef::Vacant(vacant) => {
+            vacant.insert(fresh());
+        }
     }
-    let value = counter.added_to(0);
-    map.insert(
-        counter.key.clone(),
-        Entry {
-            value: Value::Count(value),
-            expires_at: now.saturating_add(counter.ttl),
-        },
-    );
-    value
+    counter.added_to(0)
 }
 
 #[async_trait]
