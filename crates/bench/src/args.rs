@@ -28,7 +28,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 1.0)]
     pub(crate) warmup: f64,
     /// Rounds per side; the sides alternate A B A B.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 5)]
     pub(crate) rounds: u32,
     /// How each check spends budget.
     #[arg(long, value_enum, default_value_t = Mode::Count)]

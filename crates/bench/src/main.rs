@@ -5,6 +5,7 @@ mod args;
 mod chart;
 mod load;
 mod report;
+mod server;
 mod sides;
 
 use std::error::Error;
@@ -59,13 +60,21 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
             load::run(raw, args.concurrency, warmup, keys).await;
         }
     }
+    let server = match &raw {
+        Some(_) => server::Server::find(&args.store).await,
+        None => None,
+    };
     let mut rounds = Vec::new();
     for _ in 0..args.rounds.max(1) {
+        let cpu = server.as_ref().map(server::Server::cpu_ticks);
         let sample = load::run(&tollgate, args.concurrency, duration, keys).await;
-        rounds.push(Round::new("tollgate", &sample));
+        let ticks = server::since(server.as_ref(), cpu);
+        rounds.push(Round::new("tollgate", &sample, ticks));
         if let Some(raw) = &raw {
+            let cpu = server.as_ref().map(server::Server::cpu_ticks);
             let sample = load::run(raw, args.concurrency, duration, keys).await;
-            rounds.push(Round::new("raw", &sample));
+            let ticks = server::since(server.as_ref(), cpu);
+            rounds.push(Round::new("raw", &sample, ticks));
         }
     }
     let report = Report {
@@ -73,6 +82,7 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
         setup: setup(&args, raw.is_some()).await,
         rounds,
         ratio_checks_per_sec: None,
+        paired_ratio: None,
         ratio_p99: None,
     }
     .finish();

@@ -24,11 +24,20 @@ pub(crate) struct Round {
     /// Store round trips per refused check: 1 for a refusal the store
     /// answered, 0 for one the limiter answered locally.
     pub(crate) round_trips_per_refused: Option<f64>,
+    /// CPU time redis-server spent per check during the round, in
+    /// microseconds (user + system, from `/proc/PID/stat`; a server on
+    /// this machine only).
+    pub(crate) server_cpu_us_per_check: Option<f64>,
 }
 
 impl Round {
-    pub(crate) fn new(side: &'static str, sample: &Sample) -> Round {
+    /// `server_ticks`: the server's CPU time during the round, in clock
+    /// ticks of 10 ms, when known.
+    pub(crate) fn new(side: &'static str, sample: &Sample, server_ticks: Option<u64>) -> Round {
         Round {
+            server_cpu_us_per_check: server_ticks
+                .filter(|_| sample.checks > 0)
+                .map(|ticks| ticks as f64 * 10_000.0 / sample.checks as f64),
             side,
             checks_per_sec: sample.rate(),
             p50_ms: sample.millis(0.5),
@@ -53,8 +62,31 @@ pub(crate) struct Report {
     pub(crate) rounds: Vec<Round>,
     /// Median tollgate checks/s over median raw checks/s.
     pub(crate) ratio_checks_per_sec: Option<f64>,
+    /// Each round's tollgate checks/s over the raw round that followed it:
+    /// median, lowest and highest.
+    pub(crate) paired_ratio: Option<Spread>,
     /// Median tollgate p99 over median raw p99 (lower is better).
     pub(crate) ratio_p99: Option<f64>,
+}
+
+/// The median of some values and their range.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub(crate) struct Spread {
+    pub(crate) median: f64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+}
+
+impl Spread {
+    fn of(values: Vec<f64>) -> Option<Spread> {
+        let min = values.iter().copied().reduce(f64::min)?;
+        let max = values.iter().copied().reduce(f64::max)?;
+        Some(Spread {
+            median: median(values)?,
+            min,
+            max,
+        })
+    }
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {
@@ -90,6 +122,13 @@ impl Report {
             .side("tollgate", p99)
             .zip(self.side("raw", p99))
             .map(|(a, b)| a / b);
+        let pairs = self
+            .rounds
+            .windows(2)
+            .filter(|w| w[0].side == "tollgate" && w[1].side == "raw")
+            .map(|w| w[0].checks_per_sec / w[1].checks_per_sec.max(1e-9))
+            .collect();
+        self.paired_ratio = Spread::of(pairs);
         self
     }
 
@@ -97,15 +136,26 @@ impl Report {
     pub(crate) fn table(&self) -> String {
         let mut out = format!("store: {}\nsetup: {}\n\n", self.store, self.setup);
         out.push_str(
-            "side        checks/s    p50 ms    p99 ms  p99.9 ms   errors    refused  trips/refused\n",
+            "side        checks/s    p50 ms    p99 ms  p99.9 ms   errors    refused  trips/refused  server µs/check\n",
         );
         for r in &self.rounds {
             let trips = r
                 .round_trips_per_refused
                 .map_or_else(|| "-".to_owned(), |t| format!("{t:.3}"));
+            let cpu = r
+                .server_cpu_us_per_check
+                .map_or_else(|| "-".to_owned(), |t| format!("{t:.2}"));
             out.push_str(&format!(
-                "{:<9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>8} {:>10} {:>14}\n",
-                r.side, r.checks_per_sec, r.p50_ms, r.p99_ms, r.p999_ms, r.errors, r.refused, trips
+                "{:<9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>8} {:>10} {:>14} {:>16}\n",
+                r.side,
+                r.checks_per_sec,
+                r.p50_ms,
+                r.p99_ms,
+                r.p999_ms,
+                r.errors,
+                r.refused,
+                trips,
+                cpu
             ));
         }
         for side in ["tollgate", "raw"] {
@@ -123,6 +173,20 @@ impl Report {
                 "tollgate / raw: checks/s {rate:.3}, p99 {p99:.3}\n"
             )),
             _ => out.push_str("tollgate / raw: no raw ceiling for this store\n"),
+        }
+        if let Some(pairs) = self.paired_ratio {
+            out.push_str(&format!(
+                "tollgate / raw, round by round: median {:.3}, spread {:.3} to {:.3}\n",
+                pairs.median, pairs.min, pairs.max
+            ));
+        }
+        for side in ["tollgate", "raw"] {
+            let cpu = self.side(side, |r| r.server_cpu_us_per_check.unwrap_or(f64::NAN));
+            if let Some(cpu) = cpu.filter(|c| c.is_finite()) {
+                out.push_str(&format!(
+                    "median server CPU per check, {side}: {cpu:.2} µs\n"
+                ));
+            }
         }
         out
     }

@@ -1,0 +1,52 @@
+//! The redis-server process, when it runs on this machine: its CPU time,
+//! so that a report shows whether both sides ask the server for the same work.
+
+use std::path::PathBuf;
+
+/// A local redis-server's `/proc` entry.
+pub(crate) struct Server {
+    stat: PathBuf,
+}
+
+impl Server {
+    /// The server behind `url`, by the `process_id` of `INFO server`, when
+    /// its `/proc/PID/stat` can be read here (a server on another machine
+    /// or in a container cannot).
+    pub(crate) async fn find(url: &str) -> Option<Server> {
+        let client = redis::Client::open(url).ok()?;
+        let mut connection = client.get_multiplexed_async_connection().await.ok()?;
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut connection)
+            .await
+            .ok()?;
+        let pid: u32 = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))?
+            .trim()
+            .parse()
+            .ok()?;
+        let server = Server {
+            stat: PathBuf::from(format!("/proc/{pid}/stat")),
+        };
+        server.cpu_ticks().map(|_| server)
+    }
+
+    /// User plus system CPU time so far, in clock ticks (10 ms: Linux
+    /// reports `/proc` times in USER_HZ, which is 100).
+    pub(crate) fn cpu_ticks(&self) -> Option<u64> {
+        let stat = std::fs::read_to_string(&self.stat).ok()?;
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        let utime: u64 = fields.get(11)?.parse().ok()?;
+        let stime: u64 = fields.get(12)?.parse().ok()?;
+        Some(utime + stime)
+    }
+}
+
+/// The server's CPU ticks since `before` (from [`Server::cpu_ticks`]).
+pub(crate) fn since(server: Option<&Server>, before: Option<Option<u64>>) -> Option<u64> {
+    let now = server?.cpu_ticks()?;
+    Some(now.saturating_sub(before.flatten()?))
+}
