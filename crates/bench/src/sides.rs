@@ -64,41 +64,42 @@ pub(crate) struct Workload {
 pub(crate) const ATTACKERS: u64 = 100;
 
 impl Workload {
-    /// The key parts of each rule for one check of `principal`.
-    fn parts(&self, principal: u64) -> Vec<Vec<String>> {
+    /// Who one check of the load generator's `principal` is for: the
+    /// principal itself, or in the attack workload an attacker or a new
+    /// visitor.
+    fn who(&self, principal: u64) -> String {
         match self.attack {
-            None => {
-                let p = principal.to_string();
-                self.rules.iter().map(|_| vec![p.clone()]).collect()
-            }
+            None => principal.to_string(),
             Some(share) => {
                 // The load generator's principal doubles as a die: attackers
                 // below the share, a new visitor above it.
                 let roll = (principal % 1_000) as f64 / 1_000.0;
-                let visitor = if roll < share {
+                if roll < share {
                     format!("attacker-{}", principal % ATTACKERS)
                 } else {
                     format!("visitor-{}", self.fresh.fetch_add(1, Ordering::Relaxed))
-                };
-                let site = "docs".to_owned();
-                vec![
-                    vec![visitor.clone()],
-                    vec![site.clone(), visitor],
-                    vec![site],
-                    vec![],
-                ]
+                }
             }
         }
     }
 
-    /// The counter keys of one check, as the store writes them.
-    fn keys(&self, parts: &[Vec<String>], now: u64) -> Vec<String> {
+    /// The limits of one check for `who`, each of the workload's cost (as an
+    /// application builds them per request; the raw side takes its keys
+    /// from them too).
+    fn limits(&self, who: &str) -> Result<Vec<Limit>, tollgate::Error> {
+        let site = "docs";
         self.rules
             .iter()
-            .zip(parts)
-            .filter_map(|(rule, parts)| {
-                let limit = rule.limit(parts).ok()?;
-                Some(limit.counter_key(rule.window().index(now)))
+            .enumerate()
+            .map(|(i, rule)| {
+                let limit = match (self.attack, i) {
+                    (None, _) => rule.limit(&[who]),
+                    (Some(_), 0) => rule.limit(&[who]),
+                    (Some(_), 1) => rule.limit(&[site, who]),
+                    (Some(_), 2) => rule.limit(&[site]),
+                    (Some(_), _) => rule.limit::<&str>(&[]),
+                };
+                limit.and_then(|l| l.with_cost(self.cost))
             })
             .collect()
     }
@@ -113,15 +114,7 @@ pub(crate) struct Tollgate {
 
 impl Side for Tollgate {
     async fn check(&self, principal: u64) -> Outcome {
-        let parts = self.work.parts(principal);
-        let limits: Result<Vec<Limit>, _> = self
-            .work
-            .rules
-            .iter()
-            .zip(&parts)
-            .map(|(r, p)| r.limit(p).and_then(|l| l.with_cost(self.work.cost)))
-            .collect();
-        let Ok(limits) = limits else {
+        let Ok(limits) = self.work.limits(&self.work.who(principal)) else {
             return Outcome::Error;
         };
         let verdict = match self.work.mode {
@@ -184,7 +177,13 @@ impl Side for Raw {
         // (10 s) that a loaded machine never turns it into an error: the
         // raw side has no retries to fall back on.
         let cutoff = Deadline::after(std::time::Duration::from_secs(10)).cutoff_unix_millis();
-        let keys = self.work.keys(&self.work.parts(principal), now);
+        let Ok(limits) = self.work.limits(&self.work.who(principal)) else {
+            return Outcome::Error;
+        };
+        let keys: Vec<String> = limits
+            .iter()
+            .map(|l| l.counter_key(l.rule().window().index(now)))
+            .collect();
         let cost = self.work.cost;
         let mut connection = self.connection.clone();
         let ttls = self.work.rules.iter().map(|r| r.window().secs() * 1_000);
