@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::{Counter, Usage, observe};
 
@@ -21,6 +22,12 @@ use crate::{Counter, Usage, observe};
 pub(crate) struct LocalCache {
     capacity: usize,
     inner: Mutex<Inner>,
+    /// Bumped by every [`LocalCache::forget`], under the lock: a store
+    /// answer obtained before a refund or reset is never noted after it.
+    epoch: AtomicU64,
+    /// How many counters `inner` holds, so that a check finds an empty
+    /// cache without taking the lock (the common case, until an attack).
+    entries: AtomicUsize,
 }
 
 #[derive(Debug, Default)]
@@ -30,9 +37,6 @@ struct Inner {
     /// Keys in the order they were first remembered (some may have been
     /// forgotten since; they are skipped, and compacted away in time).
     order: VecDeque<String>,
-    /// Bumped by every [`LocalCache::forget`]: a store answer obtained
-    /// before a refund or reset is never noted after it.
-    epoch: u64,
 }
 
 impl LocalCache {
@@ -41,22 +45,35 @@ impl LocalCache {
         LocalCache {
             capacity: capacity.max(1),
             inner: Mutex::default(),
+            epoch: AtomicU64::new(0),
+            entries: AtomicUsize::new(0),
         }
     }
 
     /// The epoch to give [`note`](LocalCache::note) for a store call made now.
     pub(crate) fn epoch(&self) -> u64 {
-        self.lock().epoch
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Whether the cache holds no counter (read without the lock).
+    fn is_empty(&self) -> bool {
+        self.entries.load(Ordering::Acquire) == 0
+    }
+
+    /// Records how many counters `inner` now holds.
+    fn counted(&self, inner: &Inner) {
+        self.entries.store(inner.seen.len(), Ordering::Release);
+        observe::cache_entries(inner.seen.len());
     }
 
     /// The counts last seen of every counter of a check, when every one is
     /// known and at least one of them cannot take its cost now; `None`
     /// otherwise (the store must answer).
     pub(crate) fn refusal(&self, counters: &[Counter], now: u64) -> Option<Vec<u64>> {
-        let inner = self.lock();
-        if inner.seen.is_empty() {
+        if self.is_empty() {
             return None;
         }
+        let inner = self.lock();
         let mut counts = Vec::with_capacity(counters.len());
         let mut full = false;
         for counter in counters {
@@ -77,8 +94,11 @@ impl LocalCache {
     /// a refund or reset (an older epoch) is dropped: it may predate the
     /// room the refund made.
     pub(crate) fn note(&self, epoch: u64, usage: &[Usage], full: bool) {
+        if !full && self.is_empty() {
+            return;
+        }
         let mut inner = self.lock();
-        if inner.epoch != epoch || (!full && inner.seen.is_empty()) {
+        if self.epoch.load(Ordering::Acquire) != epoch {
             return;
         }
         for usage in usage {
@@ -104,7 +124,7 @@ impl LocalCache {
                 }
             }
         }
-        observe::cache_entries(inner.seen.len());
+        self.counted(&inner);
     }
 
     /// Forgets `keys` (after a refund or a reset through this limiter) and
@@ -112,13 +132,13 @@ impl LocalCache {
     /// Called before the store call and again after it.
     pub(crate) fn forget<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
         let mut inner = self.lock();
-        inner.epoch = inner.epoch.wrapping_add(1);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
         let mut removed = false;
         for key in keys {
             removed |= inner.seen.remove(key).is_some();
         }
         if removed {
-            observe::cache_entries(inner.seen.len());
+            self.counted(&inner);
         }
     }
 
