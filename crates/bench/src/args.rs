@@ -6,7 +6,8 @@ use clap::{Parser, ValueEnum};
 #[derive(Clone, Debug, Parser)]
 #[command(version, about)]
 pub(crate) struct Args {
-    /// The store: redis://HOST:PORT, sqlite:PATH or memory.
+    /// The store: redis://HOST:PORT, upstash+http://HOST:PORT (token in
+    /// UPSTASH_REDIS_REST_TOKEN), sqlite:PATH or memory.
     #[arg(long)]
     pub(crate) store: String,
     /// Checks in flight at once.
