@@ -8,6 +8,13 @@
 //! ```text
 //! cargo run --release -p tollgate-postgres --example throughput -- [seconds] [rounds]
 //! ```
+//!
+//! With `TOLLGATE_BENCH_POSTGRES_URL` set, it measures against that server
+//! instead of starting its own (`bench/peer-runlimit/run.sh` does so, to put
+//! tollgate and a peer on one server); the schema `bench` is created there.
+//! With `TOLLGATE_BENCH_PROBE=N` it instead runs N sequential checks of 1
+//! and 4 limits, counted and reserved, each batch after a marker statement,
+//! so that a server logging every statement shows what one check sends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -23,6 +30,8 @@ const CALLERS: usize = 50;
 const PRINCIPALS: u64 = 10_000;
 const BIG: u64 = 1_000_000_000_000;
 const NOW: Duration = Duration::from_secs(1_700_000_030);
+/// A server to measure against instead of a private one started here.
+const URL_VAR: &str = "TOLLGATE_BENCH_POSTGRES_URL";
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Path {
@@ -40,10 +49,16 @@ async fn main() {
     let seconds: u64 = args.next().map_or(3, |s| s.parse().expect("seconds"));
     let rounds: usize = args.next().map_or(3, |s| s.parse().expect("rounds"));
     let length = Duration::from_secs(seconds);
-    let server = tokio::task::spawn_blocking(PostgresServer::start)
-        .await
-        .unwrap();
-    let url = server.url();
+    let (server, url) = match std::env::var(URL_VAR) {
+        Ok(url) => (None, url),
+        Err(_) => {
+            let server = tokio::task::spawn_blocking(PostgresServer::start)
+                .await
+                .unwrap();
+            let url = server.url();
+            (Some(server), url)
+        }
+    };
     let schema = "bench";
     let store = PostgresStore::open_with(&url, PostgresOptions::default().schema(schema))
         .await
@@ -56,6 +71,10 @@ async fn main() {
     let limiter = Limiter::with_parts(store, ManualClock::new(NOW)).with_retry(generous);
     let pool = raw_pool(&url);
     let rules = rules();
+    if let Ok(n) = std::env::var("TOLLGATE_BENCH_PROBE") {
+        probe(&limiter, &pool, &rules, n.parse().expect("probe count")).await;
+        return;
+    }
     println!(
         "{CALLERS} callers, {PRINCIPALS} principals, pool of {DEFAULT_POOL_SIZE}, \
          {rounds} rounds x {seconds} s, alternating"
@@ -104,6 +123,28 @@ fn rules() -> Arc<Vec<Rule>> {
         rule("day", Window::DAY),
         rule("week", Window::from_secs(7 * 86_400).unwrap()),
     ])
+}
+
+/// `n` sequential checks on one principal per case, after a first check
+/// that creates the rows, each batch after a marker statement.
+async fn probe(limiter: &Limiter, pool: &Pool, rules: &[Rule], n: usize) {
+    let client = pool.get().await.unwrap();
+    for limits in [1, 4] {
+        for mode in [Mode::Count, Mode::Reserve] {
+            let limits: Vec<Limit> = rules[..limits]
+                .iter()
+                .map(|rule| rule.limit(&["probe"]).unwrap())
+                .collect();
+            let check = || limiter.check(&limits, mode, Policy::FailClosed);
+            assert!(check().await.unwrap().is_allowed());
+            let marker = format!("SELECT 'probe {} limits {mode:?} x {n}'", limits.len());
+            client.batch_execute(&marker).await.unwrap();
+            for _ in 0..n {
+                assert!(check().await.unwrap().is_allowed());
+            }
+        }
+    }
+    client.batch_execute("SELECT 'probe end'").await.unwrap();
 }
 
 fn raw_pool(url: &str) -> Pool {
