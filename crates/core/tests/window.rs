@@ -24,3 +24,13 @@ proptest! {
         prop_assert_eq!(w.reset(t), w.end(k));
     }
 }
+
+/// A window in a rules file is digits and at most one unit letter: a sign
+/// is not part of it, though Rust's own integer parser would take a `+`.
+#[test]
+fn a_window_is_digits_and_a_unit_never_a_sign() {
+    for bad in ["+5m", "+90", "+1d", "-0", "+"] {
+        assert!(bad.parse::<Window>().is_err(), "{bad:?} should be rejected");
+    }
+    assert_eq!("5m".parse::<Window>().ok().map(Window::secs), Some(300));
+}

@@ -1,0 +1,45 @@
+//! What the memory store shows the tests that inspect it (the core's tests
+//! read it to prove nothing reached the store): `len` and `is_empty` count
+//! live keys only, a key dropping out at the instant it expires, and
+//! `expiry` is the remaining lifetime.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use tollgate_core::{Counter, CounterStore, Deadline, ManualClock};
+use tollgate_memory::MemoryStore;
+
+fn counter(key: &str, ttl_secs: u64) -> Counter {
+    Counter {
+        key: key.to_owned(),
+        ttl: Duration::from_secs(ttl_secs),
+        cost: 1,
+        max: 10,
+    }
+}
+
+#[tokio::test]
+async fn len_counts_live_keys_and_a_key_leaves_when_it_expires() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let store = MemoryStore::with_clock(clock.clone());
+    assert!(store.is_empty());
+    assert_eq!(store.len(), 0);
+
+    let deadline = Deadline::after(Duration::from_secs(5));
+    let batch = [counter("a", 10), counter("b", 20), counter("c", 20)];
+    assert_eq!(store.count(&batch, deadline).await.unwrap(), [1, 1, 1]);
+    assert_eq!(store.len(), 3);
+    assert!(!store.is_empty());
+    assert_eq!(store.expiry("a"), Some(Duration::from_secs(10)));
+
+    clock.advance(Duration::from_secs(9));
+    assert_eq!(store.len(), 3, "one second before its end, `a` still lives");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(store.len(), 2, "`a` is gone at the instant it expires");
+    assert_eq!(store.expiry("a"), None);
+    assert!(!store.is_empty());
+
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(store.len(), 0);
+    assert!(store.is_empty());
+}
