@@ -157,20 +157,8 @@ async fn setup(args: &Args, raw: bool) -> serde_json::Value {
         "runtime": args.runtime,
         "worker_threads": workers,
         "connections": if raw { "1 multiplexed each (tollgate, raw)" } else { "store default" },
-        "redis_version": if raw { redis_version(&args.store).await } else { None },
+        "redis_version": if raw { server::info(&args.store, "redis_version").await } else { None },
     })
-}
-
-async fn redis_version(url: &str) -> Option<String> {
-    let client = redis::Client::open(url).ok()?;
-    let mut connection = client.get_multiplexed_async_connection().await.ok()?;
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut connection)
-        .await
-        .ok()?;
-    let line = info.lines().find(|l| l.starts_with("redis_version:"))?;
-    Some(line.trim_start_matches("redis_version:").trim().to_owned())
 }
 
 /// Latency against concurrency for 1 and 4 limits (tollgate, and the raw

@@ -13,19 +13,7 @@ impl Server {
     /// its `/proc/PID/stat` can be read here (a server on another machine
     /// or in a container cannot).
     pub(crate) async fn find(url: &str) -> Option<Server> {
-        let client = redis::Client::open(url).ok()?;
-        let mut connection = client.get_multiplexed_async_connection().await.ok()?;
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut connection)
-            .await
-            .ok()?;
-        let pid: u32 = info
-            .lines()
-            .find_map(|l| l.strip_prefix("process_id:"))?
-            .trim()
-            .parse()
-            .ok()?;
+        let pid: u32 = info(url, "process_id").await?.parse().ok()?;
         let server = Server {
             stat: PathBuf::from(format!("/proc/{pid}/stat")),
         };
@@ -43,6 +31,21 @@ impl Server {
         let stime: u64 = fields.get(12)?.parse().ok()?;
         Some(utime + stime)
     }
+}
+
+/// The field `name` of the server's `INFO server`.
+pub(crate) async fn info(url: &str, name: &str) -> Option<String> {
+    let client = redis::Client::open(url).ok()?;
+    let mut connection = client.get_multiplexed_async_connection().await.ok()?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut connection)
+        .await
+        .ok()?;
+    let value = info
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?;
+    Some(value.trim().to_owned())
 }
 
 /// The server's CPU ticks since `before` (from [`Server::cpu_ticks`]).

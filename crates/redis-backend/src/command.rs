@@ -4,6 +4,8 @@
 use std::io::Write as _;
 
 use redis::{Arg, Cmd, RedisWrite as _, Script};
+use tollgate_core::Counter;
+use tollgate_redis_scripts::{Call, Counters, Single};
 
 /// The start of an `EVALSHA` of `script` with `keys` keys, to which the
 /// caller appends the keys, then the deadline and `args` more arguments;
@@ -31,6 +33,69 @@ pub(crate) fn push_key(cmd: &mut Cmd, prefix: &str, key: &str) {
         // Writing to the command's own buffer cannot fail.
         let _ = arg.write_all(prefix.as_bytes());
         let _ = arg.write_all(key.as_bytes());
+    }
+}
+
+/// An `EVALSHA` of the counter script `script` (laid out as `layout`) on
+/// `counters`, with the deadline `cutoff`; keys under `prefix`.
+pub(crate) fn counters<'a, I>(
+    script: &Script,
+    layout: Counters,
+    counters: I,
+    cutoff: u64,
+    prefix: &str,
+) -> Cmd
+where
+    I: IntoIterator<Item = &'a Counter>,
+    I::IntoIter: Clone,
+{
+    let counters = counters.into_iter();
+    let (n, bytes) = counters
+        .clone()
+        .fold((0, 0), |(n, bytes), c| (n + 1, bytes + c.key.len()));
+    let mut call = Keyed {
+        cmd: evalsha(script, n, 1 + layout.per_counter() * n, bytes, prefix),
+        prefix,
+    };
+    layout.write(&mut call, counters, cutoff);
+    call.cmd
+}
+
+/// An `EVALSHA` of the one-key script `script` (laid out as `layout`) on
+/// `key`, with the deadline `cutoff`; the key under `prefix`.
+pub(crate) fn single(
+    script: &Script,
+    layout: Single<'_>,
+    key: &str,
+    cutoff: u64,
+    prefix: &str,
+) -> Cmd {
+    let bytes = key.len() + layout.text_bytes();
+    let mut call = Keyed {
+        cmd: evalsha(script, 1, 1 + layout.args(), bytes, prefix),
+        prefix,
+    };
+    layout.write(&mut call, key, cutoff);
+    call.cmd
+}
+
+/// A script call written into a [`Cmd`], its keys under a prefix.
+struct Keyed<'a> {
+    cmd: Cmd,
+    prefix: &'a str,
+}
+
+impl Call for Keyed<'_> {
+    fn key(&mut self, key: &str) {
+        push_key(&mut self.cmd, self.prefix, key);
+    }
+
+    fn number(&mut self, value: u64) {
+        self.cmd.arg(value);
+    }
+
+    fn text(&mut self, value: &str) {
+        self.cmd.arg(value);
     }
 }
 

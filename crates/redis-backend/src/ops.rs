@@ -2,16 +2,11 @@
 
 use std::time::Duration;
 
-use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MARK_DONE, Reservation, StoreError, async_trait,
-};
+use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
 
-use crate::store::millis;
+use tollgate_redis_scripts::{Counters, Single};
+
 use crate::{RedisStore, reply};
-
-fn key_bytes(counters: &[Counter]) -> usize {
-    counters.iter().map(|c| c.key.len()).sum()
-}
 
 #[async_trait]
 impl CounterStore for RedisStore {
@@ -25,16 +20,8 @@ impl CounterStore for RedisStore {
             return Ok(Vec::new());
         }
         let script = &self.inner.scripts.count;
-        let n = counters.len();
-        let mut cmd = self.evalsha(script, n, 1 + 2 * n, key_bytes(counters));
-        for counter in counters {
-            self.key(&mut cmd, &counter.key);
-        }
-        cmd.arg(deadline.cutoff_unix_millis());
-        for counter in counters {
-            cmd.arg(millis(counter.ttl)).arg(counter.cost);
-        }
-        reply::counts(self.eval(script, cmd, deadline).await?, n)
+        let cmd = self.counters(script, Counters::Count, counters, deadline);
+        reply::counts(self.eval(script, cmd, deadline).await?, counters.len())
     }
 
     /// One `EVALSHA` of [`RESERVE_SCRIPT`](crate::RESERVE_SCRIPT).
@@ -50,18 +37,8 @@ impl CounterStore for RedisStore {
             });
         }
         let script = &self.inner.scripts.reserve;
-        let n = counters.len();
-        let mut cmd = self.evalsha(script, n, 1 + 3 * n, key_bytes(counters));
-        for counter in counters {
-            self.key(&mut cmd, &counter.key);
-        }
-        cmd.arg(deadline.cutoff_unix_millis());
-        for counter in counters {
-            cmd.arg(millis(counter.ttl))
-                .arg(counter.cost)
-                .arg(counter.max);
-        }
-        reply::reservation(self.eval(script, cmd, deadline).await?, n)
+        let cmd = self.counters(script, Counters::Reserve, counters, deadline);
+        reply::reservation(self.eval(script, cmd, deadline).await?, counters.len())
     }
 
     /// One `EVALSHA` of [`REFUND_SCRIPT`](crate::REFUND_SCRIPT).
@@ -74,16 +51,8 @@ impl CounterStore for RedisStore {
             return Ok(Vec::new());
         }
         let script = &self.inner.scripts.refund;
-        let n = counters.len();
-        let mut cmd = self.evalsha(script, n, 1 + n, key_bytes(counters));
-        for counter in counters {
-            self.key(&mut cmd, &counter.key);
-        }
-        cmd.arg(deadline.cutoff_unix_millis());
-        for counter in counters {
-            cmd.arg(counter.cost);
-        }
-        reply::counts(self.eval(script, cmd, deadline).await?, n)
+        let cmd = self.counters(script, Counters::Refund, counters, deadline);
+        reply::counts(self.eval(script, cmd, deadline).await?, counters.len())
     }
 
     /// `MGET` (a read: no deadline check).
@@ -101,9 +70,7 @@ impl CounterStore for RedisStore {
     /// One `EVALSHA` of [`DELETE_SCRIPT`](crate::DELETE_SCRIPT).
     async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
         let script = &self.inner.scripts.delete;
-        let mut cmd = self.evalsha(script, 1, 1, key.len());
-        self.key(&mut cmd, key);
-        cmd.arg(deadline.cutoff_unix_millis());
+        let cmd = self.single(script, Single::Delete, key, deadline);
         reply::deleted(self.eval(script, cmd, deadline).await?)
     }
 
@@ -116,11 +83,7 @@ impl CounterStore for RedisStore {
         deadline: Deadline,
     ) -> Result<Claim, StoreError> {
         let script = &self.inner.scripts.claim;
-        let mut cmd = self.evalsha(script, 1, 3, key.len() + token.len());
-        self.key(&mut cmd, key);
-        cmd.arg(deadline.cutoff_unix_millis())
-            .arg(token)
-            .arg(millis(ttl));
+        let cmd = self.single(script, Single::Claim { token, ttl }, key, deadline);
         reply::claim(self.eval(script, cmd, deadline).await?)
     }
 
@@ -133,12 +96,7 @@ impl CounterStore for RedisStore {
         deadline: Deadline,
     ) -> Result<bool, StoreError> {
         let script = &self.inner.scripts.finish;
-        let mut cmd = self.evalsha(script, 1, 4, key.len() + token.len());
-        self.key(&mut cmd, key);
-        cmd.arg(deadline.cutoff_unix_millis())
-            .arg(token)
-            .arg(millis(ttl))
-            .arg(MARK_DONE);
+        let cmd = self.single(script, Single::Finish { token, ttl }, key, deadline);
         reply::flag(self.eval(script, cmd, deadline).await?)
     }
 
@@ -150,9 +108,7 @@ impl CounterStore for RedisStore {
         deadline: Deadline,
     ) -> Result<bool, StoreError> {
         let script = &self.inner.scripts.release;
-        let mut cmd = self.evalsha(script, 1, 2, key.len() + token.len());
-        self.key(&mut cmd, key);
-        cmd.arg(deadline.cutoff_unix_millis()).arg(token);
+        let cmd = self.single(script, Single::Release { token }, key, deadline);
         reply::flag(self.eval(script, cmd, deadline).await?)
     }
 }

@@ -2,10 +2,11 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use redis::{Client, Cmd, ErrorKind, Script, ServerErrorKind, Value};
-use tollgate_core::{Deadline, StoreError};
+use tollgate_core::{Counter, Deadline, StoreError};
+use tollgate_redis_scripts::{Counters, Single};
 
 use crate::link::Link;
 use crate::{Error, RedisOptions, command, failure, reply, scripts};
@@ -101,11 +102,28 @@ impl RedisStore {
         self.inner.link.made()
     }
 
-    /// The start of an `EVALSHA` of `script` with `keys` keys, to which the
-    /// caller appends the keys, then the deadline and `args` more
-    /// arguments; `bytes` is the keys' total length.
-    pub(crate) fn evalsha(&self, script: &Script, keys: usize, args: usize, bytes: usize) -> Cmd {
-        command::evalsha(script, keys, args, bytes, &self.inner.prefix)
+    /// An `EVALSHA` of the counter script `script` on `counters`.
+    pub(crate) fn counters(
+        &self,
+        script: &Script,
+        layout: Counters,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Cmd {
+        let cutoff = deadline.cutoff_unix_millis();
+        command::counters(script, layout, counters, cutoff, &self.inner.prefix)
+    }
+
+    /// An `EVALSHA` of the one-key script `script` on `key`.
+    pub(crate) fn single(
+        &self,
+        script: &Script,
+        layout: Single<'_>,
+        key: &str,
+        deadline: Deadline,
+    ) -> Cmd {
+        let cutoff = deadline.cutoff_unix_millis();
+        command::single(script, layout, key, cutoff, &self.inner.prefix)
     }
 
     /// Appends `key` with the store's prefix as one argument.
@@ -181,11 +199,6 @@ impl RedisStore {
     }
 }
 
-/// Whole milliseconds of `ttl`, at least 1 (`PX 0` is refused).
-pub(crate) fn millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
 fn client(url: &str) -> Result<Client, Error> {
     let Some((scheme, _)) = url.split_once("://") else {
         return Err(Error::InvalidUrl(
@@ -203,6 +216,8 @@ fn client(url: &str) -> Result<Client, Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -258,13 +273,6 @@ mod tests {
     }
 
     #[test]
-    fn ttls_are_whole_milliseconds_never_zero() {
-        assert_eq!(millis(Duration::from_secs(60)), 60_000);
-        assert_eq!(millis(Duration::ZERO), 1);
-        assert_eq!(millis(Duration::MAX), u64::MAX);
-    }
-
-    #[test]
     fn a_prefixed_key_is_one_argument() {
         let store = RedisStore::open_with(
             "redis://127.0.0.1:1",
@@ -273,9 +281,7 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         let deadline = Deadline::after(Duration::from_secs(1));
         let script = &store.inner.scripts.delete;
-        let mut cmd = store.evalsha(script, 1, 0, 3);
-        store.key(&mut cmd, "k:1");
-        cmd.arg(deadline.cutoff_unix_millis());
+        let cmd = store.single(script, Single::Delete, "k:1", deadline);
         let args: Vec<Vec<u8>> = cmd
             .args_iter()
             .filter_map(|arg| match arg {

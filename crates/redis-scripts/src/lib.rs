@@ -27,6 +27,10 @@
 //! exact for every integer up to 2^53 (Lua's own `tostring` keeps only 14
 //! digits), and returned as integer replies, exact up to 2^53.
 
+mod call;
+
+pub use call::{Call, Counters, Single, millis};
+
 /// A write script: the deadline check, then `$body`.
 macro_rules! write_script {
     ($($body:literal),+) => {

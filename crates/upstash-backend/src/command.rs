@@ -51,6 +51,20 @@ impl Tail {
     }
 }
 
+impl tollgate_redis_scripts::Call for Tail {
+    fn key(&mut self, key: &str) {
+        self.string(key);
+    }
+
+    fn number(&mut self, value: u64) {
+        Tail::number(self, value);
+    }
+
+    fn text(&mut self, value: &str) {
+        self.string(value);
+    }
+}
+
 /// `["MGET", key...]`.
 pub(crate) fn mget(keys: &[String]) -> Vec<u8> {
     let bytes: usize = keys.iter().map(|k| k.len() + 3).sum();

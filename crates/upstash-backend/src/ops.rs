@@ -3,28 +3,28 @@
 
 use std::time::Duration;
 
-use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MARK_DONE, Reservation, StoreError, async_trait,
-};
+use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
+
+use tollgate_redis_scripts::{Counters, Single};
 
 use crate::command::{self, Tail};
-use crate::store::millis;
 use crate::{UpstashStore, reply};
 
-/// The start of a script call's arguments: `numkeys`, the keys, then the
-/// deadline (`ARGV[1]` of every write script).
-fn tail(keys: &[&str], args: usize, deadline: Deadline) -> Tail {
-    let bytes = keys.iter().map(|k| k.len() + 3).sum::<usize>() + args * 24;
-    let mut tail = Tail::new(keys.len(), bytes);
-    for key in keys {
-        tail.string(key);
-    }
-    tail.number(deadline.cutoff_unix_millis());
+/// The arguments of a call of the counter script laid out as `layout`.
+fn counters_tail(layout: Counters, counters: &[Counter], deadline: Deadline) -> Tail {
+    let keys: usize = counters.iter().map(|c| c.key.len() + 3).sum();
+    let args = 1 + layout.per_counter() * counters.len();
+    let mut tail = Tail::new(counters.len(), keys + args * 24);
+    layout.write(&mut tail, counters, deadline.cutoff_unix_millis());
     tail
 }
 
-fn keys(counters: &[Counter]) -> Vec<&str> {
-    counters.iter().map(|c| c.key.as_str()).collect()
+/// The arguments of a call of the one-key script laid out as `layout`.
+fn single_tail(layout: Single<'_>, key: &str, deadline: Deadline) -> Tail {
+    let bytes = key.len() + layout.text_bytes() + (1 + layout.args()) * 24;
+    let mut tail = Tail::new(1, bytes);
+    layout.write(&mut tail, key, deadline.cutoff_unix_millis());
+    tail
 }
 
 #[async_trait]
@@ -42,11 +42,7 @@ impl CounterStore for UpstashStore {
         if counters.is_empty() {
             return Ok(Vec::new());
         }
-        let mut args = tail(&keys(counters), 2 * counters.len(), deadline);
-        for counter in counters {
-            args.number(millis(counter.ttl));
-            args.number(counter.cost);
-        }
+        let args = counters_tail(Counters::Count, counters, deadline);
         let value = self.eval(&self.inner.scripts.count, args, deadline).await?;
         reply::counts(value, counters.len())
     }
@@ -63,12 +59,7 @@ impl CounterStore for UpstashStore {
                 counts: Vec::new(),
             });
         }
-        let mut args = tail(&keys(counters), 3 * counters.len(), deadline);
-        for counter in counters {
-            args.number(millis(counter.ttl));
-            args.number(counter.cost);
-            args.number(counter.max);
-        }
+        let args = counters_tail(Counters::Reserve, counters, deadline);
         let value = self
             .eval(&self.inner.scripts.reserve, args, deadline)
             .await?;
@@ -84,10 +75,7 @@ impl CounterStore for UpstashStore {
         if counters.is_empty() {
             return Ok(Vec::new());
         }
-        let mut args = tail(&keys(counters), counters.len(), deadline);
-        for counter in counters {
-            args.number(counter.cost);
-        }
+        let args = counters_tail(Counters::Refund, counters, deadline);
         let value = self
             .eval(&self.inner.scripts.refund, args, deadline)
             .await?;
@@ -105,7 +93,7 @@ impl CounterStore for UpstashStore {
 
     /// One request: `EVALSHA` of the delete script (`tollgate_redis_scripts::DELETE`).
     async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
-        let args = tail(&[key], 0, deadline);
+        let args = single_tail(Single::Delete, key, deadline);
         let value = self
             .eval(&self.inner.scripts.delete, args, deadline)
             .await?;
@@ -120,9 +108,7 @@ impl CounterStore for UpstashStore {
         ttl: Duration,
         deadline: Deadline,
     ) -> Result<Claim, StoreError> {
-        let mut args = tail(&[key], 2 + token.len() / 24, deadline);
-        args.string(token);
-        args.number(millis(ttl));
+        let args = single_tail(Single::Claim { token, ttl }, key, deadline);
         let value = self.eval(&self.inner.scripts.claim, args, deadline).await?;
         reply::claim(&value)
     }
@@ -135,10 +121,7 @@ impl CounterStore for UpstashStore {
         ttl: Duration,
         deadline: Deadline,
     ) -> Result<bool, StoreError> {
-        let mut args = tail(&[key], 3 + token.len() / 24, deadline);
-        args.string(token);
-        args.number(millis(ttl));
-        args.string(MARK_DONE);
+        let args = single_tail(Single::Finish { token, ttl }, key, deadline);
         let value = self
             .eval(&self.inner.scripts.finish, args, deadline)
             .await?;
@@ -152,8 +135,7 @@ impl CounterStore for UpstashStore {
         token: &str,
         deadline: Deadline,
     ) -> Result<bool, StoreError> {
-        let mut args = tail(&[key], 1 + token.len() / 24, deadline);
-        args.string(token);
+        let args = single_tail(Single::Release { token }, key, deadline);
         let value = self
             .eval(&self.inner.scripts.release, args, deadline)
             .await?;

@@ -180,8 +180,3 @@ fn var(name: &'static str) -> Result<String, Error> {
         Err(std::env::VarError::NotUnicode(_)) => Err(Error::InvalidVar(name)),
     }
 }
-
-/// Whole milliseconds of `ttl`, at least 1 (`PX 0` is refused).
-pub(crate) fn millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
-}

@@ -140,11 +140,6 @@ impl RedisClusterStore {
         &self.inner.prefix
     }
 
-    /// The start of an `EVALSHA` of `lua` (see [`command::evalsha`]).
-    fn evalsha(&self, lua: &Lua, keys: usize, args: usize, bytes: usize) -> Cmd {
-        command::evalsha(&lua.script, keys, args, bytes, self.prefix())
-    }
-
     /// Appends `key` with the store's prefix.
     fn key(&self, cmd: &mut Cmd, key: &str) {
         command::push_key(cmd, self.prefix(), key);

@@ -6,14 +6,12 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use redis::Cmd;
-use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MARK_DONE, Reservation, StoreError, async_trait,
-};
+use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
+use tollgate_redis_scripts::{Counters, Single};
 
 use super::slots::{self, Group};
 use super::{Lua, RedisClusterStore};
-use crate::reply;
-use crate::store::millis;
+use crate::{command, reply};
 
 impl RedisClusterStore {
     /// `counters` grouped by the slot of their keys.
@@ -21,29 +19,18 @@ impl RedisClusterStore {
         slots::group(self.prefix(), counters.iter().map(|c| c.key.as_str()))
     }
 
-    /// One script call of `lua` on `group`'s counters: their keys, the
-    /// deadline, then `per` arguments per counter written by `args`.
+    /// One script call of `lua` (laid out as `layout`) on `group`'s counters.
     fn group_cmd(
         &self,
         lua: &Lua,
+        layout: Counters,
         counters: &[Counter],
         group: &Group,
-        per: usize,
         deadline: Deadline,
-        args: impl Fn(&mut Cmd, &Counter),
     ) -> Cmd {
-        let members = || group.members.iter().filter_map(|&i| counters.get(i));
-        let n = group.members.len();
-        let bytes = members().map(|c| c.key.len()).sum();
-        let mut cmd = self.evalsha(lua, n, 1 + per * n, bytes);
-        for counter in members() {
-            self.key(&mut cmd, &counter.key);
-        }
-        cmd.arg(deadline.cutoff_unix_millis());
-        for counter in members() {
-            args(&mut cmd, counter);
-        }
-        cmd
+        let members = group.members.iter().filter_map(|&i| counters.get(i));
+        let cutoff = deadline.cutoff_unix_millis();
+        command::counters(&lua.script, layout, members, cutoff, self.prefix())
     }
 
     /// [`COUNT_SCRIPT`](crate::COUNT_SCRIPT) on one group: its new counts.
@@ -54,9 +41,7 @@ impl RedisClusterStore {
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let lua = &self.inner.scripts.count;
-        let cmd = self.group_cmd(lua, counters, group, 2, deadline, |cmd, c| {
-            cmd.arg(millis(c.ttl)).arg(c.cost);
-        });
+        let cmd = self.group_cmd(lua, Counters::Count, counters, group, deadline);
         let value = self.eval(lua, group.slot, cmd, deadline).await?;
         reply::counts(value, group.members.len())
     }
@@ -69,9 +54,7 @@ impl RedisClusterStore {
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         let lua = &self.inner.scripts.reserve;
-        let cmd = self.group_cmd(lua, counters, group, 3, deadline, |cmd, c| {
-            cmd.arg(millis(c.ttl)).arg(c.cost).arg(c.max);
-        });
+        let cmd = self.group_cmd(lua, Counters::Reserve, counters, group, deadline);
         let value = self.eval(lua, group.slot, cmd, deadline).await?;
         reply::reservation(value, group.members.len())
     }
@@ -91,9 +74,7 @@ impl RedisClusterStore {
         } else {
             &scripts.refund
         };
-        let cmd = self.group_cmd(lua, counters, group, 1, deadline, |cmd, c| {
-            cmd.arg(c.cost);
-        });
+        let cmd = self.group_cmd(lua, Counters::Refund, counters, group, deadline);
         let value = self.eval(lua, group.slot, cmd, deadline).await?;
         reply::counts(value, group.members.len())
     }
@@ -113,21 +94,16 @@ impl RedisClusterStore {
         reply::stored_counts(value, group.members.len())
     }
 
-    /// One script call of `lua` on a single key's slot: the key, the
-    /// deadline, then `args` more arguments written by `write`.
+    /// One script call of `lua` (laid out as `layout`) on `key`'s slot.
     async fn on_key(
         &self,
         lua: &Lua,
+        layout: Single<'_>,
         key: &str,
         deadline: Deadline,
-        args: usize,
-        bytes: usize,
-        write: impl FnOnce(&mut Cmd),
     ) -> Result<redis::Value, StoreError> {
-        let mut cmd = self.evalsha(lua, 1, 1 + args, key.len() + bytes);
-        self.key(&mut cmd, key);
-        cmd.arg(deadline.cutoff_unix_millis());
-        write(&mut cmd);
+        let cutoff = deadline.cutoff_unix_millis();
+        let cmd = command::single(&lua.script, layout, key, cutoff, self.prefix());
         let slot = slots::slot_of(self.prefix(), key);
         self.eval(lua, slot, cmd, deadline).await
     }
@@ -229,7 +205,7 @@ impl CounterStore for RedisClusterStore {
     /// One `EVALSHA` of [`DELETE_SCRIPT`](crate::DELETE_SCRIPT) on the key's slot.
     async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
         let lua = &self.inner.scripts.delete;
-        let value = self.on_key(lua, key, deadline, 0, 0, |_| {}).await?;
+        let value = self.on_key(lua, Single::Delete, key, deadline).await?;
         reply::deleted(value)
     }
 
@@ -242,11 +218,8 @@ impl CounterStore for RedisClusterStore {
         deadline: Deadline,
     ) -> Result<Claim, StoreError> {
         let lua = &self.inner.scripts.claim;
-        let value = self
-            .on_key(lua, key, deadline, 2, token.len(), |cmd| {
-                cmd.arg(token).arg(millis(ttl));
-            })
-            .await?;
+        let claim = Single::Claim { token, ttl };
+        let value = self.on_key(lua, claim, key, deadline).await?;
         reply::claim(value)
     }
 
@@ -259,11 +232,8 @@ impl CounterStore for RedisClusterStore {
         deadline: Deadline,
     ) -> Result<bool, StoreError> {
         let lua = &self.inner.scripts.finish;
-        let value = self
-            .on_key(lua, key, deadline, 3, token.len(), |cmd| {
-                cmd.arg(token).arg(millis(ttl)).arg(MARK_DONE);
-            })
-            .await?;
+        let finish = Single::Finish { token, ttl };
+        let value = self.on_key(lua, finish, key, deadline).await?;
         reply::flag(value)
     }
 
@@ -275,11 +245,8 @@ impl CounterStore for RedisClusterStore {
         deadline: Deadline,
     ) -> Result<bool, StoreError> {
         let lua = &self.inner.scripts.release;
-        let value = self
-            .on_key(lua, key, deadline, 1, token.len(), |cmd| {
-                cmd.arg(token);
-            })
-            .await?;
+        let release = Single::Release { token };
+        let value = self.on_key(lua, release, key, deadline).await?;
         reply::flag(value)
     }
 }
