@@ -181,8 +181,14 @@ impl Report {
             ));
         }
         for side in ["tollgate", "raw"] {
-            let cpu = self.side(side, |r| r.server_cpu_us_per_check.unwrap_or(f64::NAN));
-            if let Some(cpu) = cpu.filter(|c| c.is_finite()) {
+            let cpu = median(
+                self.rounds
+                    .iter()
+                    .filter(|r| r.side == side)
+                    .filter_map(|r| r.server_cpu_us_per_check)
+                    .collect(),
+            );
+            if let Some(cpu) = cpu {
                 out.push_str(&format!(
                     "median server CPU per check, {side}: {cpu:.2} µs\n"
                 ));

@@ -17,7 +17,12 @@ impl Server {
         let server = Server {
             stat: PathBuf::from(format!("/proc/{pid}/stat")),
         };
-        server.cpu_ticks().map(|_| server)
+        // The same number may be another process here (a server in a
+        // container or on another host): only a redis-server is read.
+        let stat = std::fs::read_to_string(&server.stat).ok()?;
+        let (_, name) = stat.split_once('(')?;
+        let name = name.rsplit_once(')')?.0;
+        (name.starts_with("redis-server") && server.cpu_ticks().is_some()).then_some(server)
     }
 
     /// User plus system CPU time so far, in clock ticks (10 ms: Linux

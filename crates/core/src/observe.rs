@@ -165,12 +165,21 @@ impl Op {
     }
 }
 
-/// One store's call metrics: a latency histogram per operation, registered
-/// with the metrics recorder on the first call (so, as for the rules'
-/// counters: install the recorder before the first check).
+/// The kinds of store errors, as [`StoreError::kind`] names them.
+const ERROR_KINDS: [&str; 5] = ["connection", "timeout", "busy", "invalid-reply", "backend"];
+
+/// One store's call metrics: a latency histogram per operation and an error
+/// counter per kind, registered with the metrics recorder on the first call
+/// (so, as for the rules' counters: install the recorder before the first
+/// check).
 pub(crate) struct StoreCalls {
     store: &'static str,
-    latency: OnceLock<[metrics::Histogram; 8]>,
+    handles: OnceLock<Handles>,
+}
+
+struct Handles {
+    latency: [metrics::Histogram; 8],
+    errors: [metrics::Counter; 5],
 }
 
 impl StoreCalls {
@@ -178,21 +187,25 @@ impl StoreCalls {
     pub(crate) fn new(store: &'static str) -> StoreCalls {
         StoreCalls {
             store,
-            latency: OnceLock::new(),
+            handles: OnceLock::new(),
         }
     }
 
     /// Records one attempt of `op`.
     pub(crate) fn record(&self, op: Op, took: Duration, result: Result<(), &StoreError>) {
-        let latency = self.latency.get_or_init(|| {
-            Op::ALL.map(|op| {
-                metrics::histogram!(STORE_CALL_SECONDS, "store" => self.store, "op" => op.as_str())
-            })
+        let store = self.store;
+        let handles = self.handles.get_or_init(|| Handles {
+            latency: Op::ALL.map(
+                |op| metrics::histogram!(STORE_CALL_SECONDS, "store" => store, "op" => op.as_str()),
+            ),
+            errors: ERROR_KINDS
+                .map(|kind| metrics::counter!(STORE_ERRORS, "store" => store, "kind" => kind)),
         });
-        latency[op as usize].record(took);
-        if let Err(err) = result {
-            metrics::counter!(STORE_ERRORS, "store" => self.store, "kind" => err.kind())
-                .increment(1);
+        handles.latency[op as usize].record(took);
+        if let Err(err) = result
+            && let Some(i) = ERROR_KINDS.iter().position(|&kind| kind == err.kind())
+        {
+            handles.errors[i].increment(1);
         }
     }
 }

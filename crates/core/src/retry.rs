@@ -76,16 +76,19 @@ impl RetryPolicy {
                 });
                 deadline = deadline.min(check);
             }
-            let mut attempt = pin!(call(deadline));
-            // A store that answers at once (from memory) needs no timer.
-            let first = poll_fn(|cx| Poll::Ready(attempt.as_mut().poll(cx))).await;
-            let result = match first {
-                Poll::Ready(result) => result,
-                Poll::Pending => {
-                    let at = tokio::time::Instant::from_std(deadline.instant());
-                    match tokio::time::timeout_at(at, attempt).await {
-                        Ok(result) => result,
-                        Err(_) => Err(StoreError::Timeout(self.timeout)),
+            // The attempt is dropped (cancelled) as soon as it has its result.
+            let result = {
+                let mut attempt = pin!(call(deadline));
+                // A store that answers at once (from memory) needs no timer.
+                let first = poll_fn(|cx| Poll::Ready(attempt.as_mut().poll(cx))).await;
+                match first {
+                    Poll::Ready(result) => result,
+                    Poll::Pending => {
+                        let at = tokio::time::Instant::from_std(deadline.instant());
+                        match tokio::time::timeout_at(at, attempt).await {
+                            Ok(result) => result,
+                            Err(_) => Err(StoreError::Timeout(self.timeout)),
+                        }
                     }
                 }
             };
@@ -110,6 +113,7 @@ impl RetryPolicy {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex};
 
     use super::*;
 
@@ -165,6 +169,47 @@ mod tests {
             attempts.load(Ordering::SeqCst),
             1,
             "a one-shot call ran twice"
+        );
+    }
+
+    /// Records when it was dropped, as a store's connection lease would.
+    struct Lease(Arc<Mutex<Vec<std::time::Instant>>>);
+
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            let mut drops = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            drops.push(std::time::Instant::now());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_attempt_is_dropped_at_its_timeout_not_after_the_pause() {
+        // A store's future holds its connection until it is dropped: an
+        // attempt cut off at 20 ms must let go then, not after the 1 s
+        // pause before the next attempt.
+        let policy = RetryPolicy {
+            retries: 1,
+            delay: Duration::from_secs(1),
+            timeout: Duration::from_millis(20),
+        };
+        let drops = Arc::new(Mutex::new(Vec::new()));
+        let started = std::time::Instant::now();
+        let result = policy
+            .run(&StoreCalls::new("test"), Op::Count, true, |_| {
+                let lease = Lease(Arc::clone(&drops));
+                async move {
+                    let _lease = lease;
+                    std::future::pending::<Result<(), StoreError>>().await
+                }
+            })
+            .await;
+        assert_eq!(result.map_err(|e| e.kind()), Err("timeout"));
+        let drops = drops.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(drops.len(), 2, "two attempts");
+        let first = drops[0].duration_since(started);
+        assert!(
+            first < Duration::from_millis(500),
+            "the attempt cut off at 20 ms was dropped only after {first:?}"
         );
     }
 

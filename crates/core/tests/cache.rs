@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tollgate_core::{
-    Claim, Clock, Counter, CounterStore, Deadline, Limit, Limiter, Mode, Policy, Reservation, Rule,
-    StoreError, Window, async_trait,
+    Claim, Clock, Counter, CounterStore, Deadline, Limit, Limiter, Mode, Policy, Reservation,
+    RetryPolicy, Rule, StoreError, Window, async_trait,
 };
 use tollgate_memory::MemoryStore;
 
@@ -259,4 +259,77 @@ fn metrics_count_checks_by_rule_and_outcome() {
         calls, 3,
         "two allowed and one refused call reached the store"
     );
+}
+
+/// A store whose every call is refused as busy.
+#[derive(Debug)]
+struct Busy;
+
+#[async_trait]
+impl CounterStore for Busy {
+    async fn count(&self, _: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
+        Err(StoreError::Busy("full".into()))
+    }
+    async fn reserve(&self, _: &[Counter], _: Deadline) -> Result<Reservation, StoreError> {
+        Err(StoreError::Busy("full".into()))
+    }
+    async fn refund(&self, _: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
+        Err(StoreError::Busy("full".into()))
+    }
+    async fn get(&self, _: &[String], _: Deadline) -> Result<Vec<u64>, StoreError> {
+        Err(StoreError::Busy("full".into()))
+    }
+    async fn delete(&self, _: &str, _: Deadline) -> Result<bool, StoreError> {
+        Err(StoreError::Busy("full".into()))
+    }
+    async fn claim(&self, _: &str, _: &str, _: Duration, _: Deadline) -> Result<Claim, StoreError> {
+        Err(StoreError::Busy("full".into()))
+    }
+    async fn finish(&self, _: &str, _: &str, _: Duration, _: Deadline) -> Result<bool, StoreError> {
+        Err(StoreError::Busy("full".into()))
+    }
+    async fn release(&self, _: &str, _: &str, _: Deadline) -> Result<bool, StoreError> {
+        Err(StoreError::Busy("full".into()))
+    }
+}
+
+#[test]
+fn metrics_count_each_failed_attempt_by_kind_beside_its_latency() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let retry = RetryPolicy {
+                retries: 2,
+                delay: Duration::from_millis(1),
+                timeout: Duration::from_millis(50),
+            };
+            let limiter = Limiter::new(Busy).with_retry(retry);
+            let limits = [rule("e", 2, Window::DAY).limit(&["a"]).unwrap()];
+            assert!(limiter.count(&limits).await.is_err());
+        });
+    });
+    let (mut errors, mut latencies) = (Vec::new(), 0);
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        match (key.name(), value) {
+            ("tollgate_store_errors_total", DebugValue::Counter(n)) if n > 0 => {
+                errors.push((labels.join(","), n));
+            }
+            ("tollgate_store_call_seconds", DebugValue::Histogram(values)) => {
+                latencies += values.len();
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(errors, [("store=store,kind=busy".to_owned(), 3)]);
+    assert_eq!(latencies, 3, "three attempts, each timed");
 }
