@@ -223,3 +223,18 @@ async fn fail_open_counts_two_limits_of_one_key_as_one_of_their_summed_cost() {
     let read = limiter.remaining(&[limit(&ask, "a", 1)]).await.unwrap();
     assert_eq!(read[0].remaining(), 5, "the store holds the summed cost");
 }
+
+/// A usage says whether its rule's budget may be shown to callers: public
+/// by default, not when the rule says so.
+#[tokio::test]
+async fn a_usage_is_public_as_its_rule_is() {
+    let (limiter, _) = limiter();
+    let shown = rule("shown", 5, Window::DAY);
+    let hidden = rule("hidden", 5, Window::DAY).with_public(false);
+    let verdict = limiter
+        .count(&[limit(&shown, "a", 1), limit(&hidden, "a", 1)])
+        .await
+        .unwrap();
+    assert!(verdict.usage()[0].is_public());
+    assert!(!verdict.usage()[1].is_public());
+}

@@ -34,3 +34,17 @@ fn a_window_is_digits_and_a_unit_never_a_sign() {
     }
     assert_eq!("5m".parse::<Window>().ok().map(Window::secs), Some(300));
 }
+
+/// A window of the wrong type in a rules file is refused with a message
+/// saying what a window is written as.
+#[test]
+fn a_window_of_the_wrong_type_says_what_a_window_is() {
+    let err = tollgate_core::RuleSet::from_toml("[ask]\nmax = 3\nwindow = true\n")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("whole seconds or a string such as \"30s\""),
+        "{err}"
+    );
+}

@@ -43,3 +43,23 @@ async fn len_counts_live_keys_and_a_key_leaves_when_it_expires() {
     assert_eq!(store.len(), 0);
     assert!(store.is_empty());
 }
+
+/// A counter counted at the very instant it expires is a new counter: it
+/// starts again from the call's cost, with a full lifetime.
+#[tokio::test]
+async fn a_count_at_the_instant_of_expiry_starts_a_new_counter() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let store = MemoryStore::with_clock(clock.clone());
+    let deadline = Deadline::after(Duration::from_secs(5));
+    let a = [counter("a", 10)];
+    assert_eq!(store.count(&a, deadline).await.unwrap(), [1]);
+    clock.advance(Duration::from_secs(9));
+    assert_eq!(store.count(&a, deadline).await.unwrap(), [2], "still live");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        store.count(&a, deadline).await.unwrap(),
+        [1],
+        "expired: anew"
+    );
+    assert_eq!(store.expiry("a"), Some(Duration::from_secs(10)));
+}

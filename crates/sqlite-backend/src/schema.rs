@@ -165,3 +165,30 @@ fn prepare_schema(conn: &mut Connection, path: &Path) -> rusqlite::Result<Result
     tx.commit()?;
     Ok(Ok(()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Durability;
+
+    fn synchronous(durability: Option<Durability>) -> i64 {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let options = match durability {
+            Some(durability) => SqliteOptions::default().durability(durability),
+            None => SqliteOptions::default(),
+        };
+        let conn =
+            open(&dir.path().join("limits.sqlite"), &options).unwrap_or_else(|e| panic!("{e}"));
+        conn.pragma_query_value(None, "synchronous", |row| row.get(0))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The durability asked for is the connection's `synchronous`: NORMAL
+    /// (1) by default and for `Process`, FULL (2) for `PowerLoss`.
+    #[test]
+    fn the_durability_asked_for_reaches_the_connection() {
+        assert_eq!(synchronous(None), 1);
+        assert_eq!(synchronous(Some(Durability::Process)), 1);
+        assert_eq!(synchronous(Some(Durability::PowerLoss)), 2);
+    }
+}

@@ -85,3 +85,54 @@ async fn many_stores_opening_a_new_file_at_once_all_succeed() {
         }
     }
 }
+
+/// A store opened while another connection holds the file's write lock
+/// waits for it (up to `OPEN_BUSY_TIMEOUT`) instead of failing.
+#[tokio::test]
+async fn opening_waits_for_a_lock_held_by_another_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.sqlite");
+    let (locked, held) = std::sync::mpsc::channel();
+    let holder = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch("BEGIN EXCLUSIVE; CREATE TABLE t (x);")
+                .unwrap();
+            locked.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            conn.execute_batch("ROLLBACK").unwrap();
+        })
+    };
+    held.recv().unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    holder.join().unwrap();
+    assert_eq!(
+        store.count(&[counter()], deadline()).await.unwrap(),
+        vec![1]
+    );
+}
+
+/// Processes racing to open a new file find it busy while one of them sets
+/// its journal mode, where SQLite does not wait by itself: every open still
+/// succeeds, because opening tries a busy file again.
+#[test]
+fn racing_opens_of_a_new_file_wait_out_each_other() {
+    for _ in 0..100 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("limits.sqlite");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(12));
+        let threads: Vec<_> = (0..12)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    SqliteStore::open(&path).map(drop)
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap().unwrap();
+        }
+    }
+}

@@ -265,3 +265,38 @@ fn a_read_only_file_is_refused() {
         "{err:?}"
     );
 }
+
+/// Only a version-1 file of the shape version 1 wrote (a `counters` table,
+/// no `marks`) is migrated: one that already has `marks`, or has `marks`
+/// without `counters`, was not written by us and is refused untouched.
+#[test]
+fn a_version_1_file_of_another_shape_is_refused() {
+    let marks = "CREATE TABLE marks (key BLOB PRIMARY KEY, value TEXT, expires_at INTEGER);";
+    for sql in [
+        format!("PRAGMA application_id = {APPLICATION_ID}; {VERSION_1} {marks}"),
+        format!("PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1; {marks}"),
+    ] {
+        let dir = dir();
+        let path = database(&dir, &sql);
+        let err = open_error(&path);
+        assert!(matches!(err, Error::ForeignDatabase { .. }), "{err:?}");
+        assert_eq!(scalar::<i64>(&path, "PRAGMA user_version"), 1, "left alone");
+    }
+}
+
+/// A file that is not a database is refused at once: only a busy file is
+/// tried again (for up to `OPEN_BUSY_TIMEOUT`), not every failure.
+#[test]
+fn a_file_that_is_not_a_database_is_refused_without_waiting() {
+    let dir = dir();
+    let path = dir.path().join("limits.sqlite");
+    std::fs::write(&path, "not a database at all; ".repeat(200)).unwrap();
+    let started = std::time::Instant::now();
+    let err = open_error(&path);
+    assert!(matches!(err, Error::NotADatabase { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < tollgate_sqlite::SqliteOptions::OPEN_BUSY_TIMEOUT / 2,
+        "refused after {:?}, as if the file were busy",
+        started.elapsed()
+    );
+}

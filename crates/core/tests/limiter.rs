@@ -1,0 +1,199 @@
+//! The limiter's settings and its read-only view, through the public API
+//! over the memory store: a limiter without a cache sends every check to
+//! the store, one with a cache answers repeated refusals itself, the retry
+//! policy is the one given, and `remaining` calls a limit over exactly when
+//! one more call of its cost would be refused, and settling at the estimate
+//! asks the store nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tollgate_core::{
+    Claim, Clock, Counter, CounterStore, Deadline, Limit, Limiter, Reservation, RetryPolicy, Rule,
+    StoreError, Window, async_trait,
+};
+use tollgate_memory::MemoryStore;
+
+/// 2026-06-15T12:00:30Z.
+const NOON: u64 = 20_619 * 86_400 + 43_230;
+
+#[derive(Debug)]
+struct Stopped;
+
+impl Clock for Stopped {
+    fn now(&self) -> Duration {
+        Duration::from_secs(NOON)
+    }
+}
+
+/// The memory store, counting the reservations it receives.
+#[derive(Debug, Default)]
+struct Counted {
+    store: MemoryStore,
+    reserves: AtomicUsize,
+    refunds: AtomicUsize,
+}
+
+#[async_trait]
+impl CounterStore for Counted {
+    async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
+        self.store.count(c, d).await
+    }
+    async fn reserve(&self, c: &[Counter], d: Deadline) -> Result<Reservation, StoreError> {
+        self.reserves.fetch_add(1, Ordering::SeqCst);
+        self.store.reserve(c, d).await
+    }
+    async fn refund(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
+        self.refunds.fetch_add(1, Ordering::SeqCst);
+        self.store.refund(c, d).await
+    }
+    async fn get(&self, k: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {
+        self.store.get(k, d).await
+    }
+    async fn delete(&self, k: &str, d: Deadline) -> Result<bool, StoreError> {
+        self.store.delete(k, d).await
+    }
+    async fn claim(
+        &self,
+        k: &str,
+        t: &str,
+        ttl: Duration,
+        d: Deadline,
+    ) -> Result<Claim, StoreError> {
+        self.store.claim(k, t, ttl, d).await
+    }
+    async fn finish(
+        &self,
+        k: &str,
+        t: &str,
+        ttl: Duration,
+        d: Deadline,
+    ) -> Result<bool, StoreError> {
+        self.store.finish(k, t, ttl, d).await
+    }
+    async fn release(&self, k: &str, t: &str, d: Deadline) -> Result<bool, StoreError> {
+        self.store.release(k, t, d).await
+    }
+}
+
+fn limit(max: u64, cost: u64) -> Limit {
+    Rule::new("ask", max, Window::HOUR)
+        .and_then(|r| r.with_key(&["id"]))
+        .and_then(|r| r.limit(&["a"]))
+        .and_then(|l| l.with_cost(cost))
+        .unwrap()
+}
+
+/// Refuses one reservation at the store, then tries `again` more; how many
+/// of those the limiter answered itself, and how many reached the store.
+async fn refusals_after_a_full_counter(
+    limiter: &Limiter,
+    store: &Counted,
+    again: usize,
+) -> (usize, usize) {
+    let full = [limit(1, 1)];
+    assert!(limiter.reserve(&full).await.unwrap().is_allowed());
+    let refused = limiter.reserve(&full).await.unwrap();
+    assert!(
+        !refused.is_allowed() && !refused.is_local(),
+        "the store refuses first"
+    );
+    let before = store.reserves.load(Ordering::SeqCst);
+    let mut local = 0;
+    for _ in 0..again {
+        let verdict = limiter.reserve(&full).await.unwrap();
+        assert!(!verdict.is_allowed());
+        local += usize::from(verdict.is_local());
+    }
+    (local, store.reserves.load(Ordering::SeqCst) - before)
+}
+
+/// Capacity 0 is no cache: every refusal is the store's. Any other capacity
+/// (1 or the default) answers the refusals of a counter seen full locally.
+#[tokio::test]
+async fn a_cache_of_capacity_zero_is_none_and_any_other_answers_refusals_locally() {
+    for (capacity, cached) in [
+        (Some(0), false),
+        (Some(1), true),
+        (Some(8), true),
+        (None, true),
+    ] {
+        let store = Arc::new(Counted::default());
+        let limiter = Limiter::with_parts(store.clone(), Stopped);
+        let limiter = match capacity {
+            Some(capacity) => limiter.with_cache_capacity(capacity),
+            None => limiter,
+        };
+        let (local, reached) = refusals_after_a_full_counter(&limiter, &store, 5).await;
+        if cached {
+            assert_eq!(
+                (local, reached),
+                (5, 0),
+                "capacity {capacity:?}: answered locally"
+            );
+        } else {
+            assert_eq!(
+                (local, reached),
+                (0, 5),
+                "capacity {capacity:?}: every check to the store"
+            );
+        }
+    }
+}
+
+/// The retry policy a limiter reports is the one it was given (the default
+/// otherwise).
+#[test]
+fn the_retry_policy_is_the_one_given() {
+    let limiter = Limiter::with_parts(MemoryStore::new(), Stopped);
+    assert_eq!(limiter.retry_policy(), RetryPolicy::default());
+    let patient = RetryPolicy {
+        retries: 5,
+        delay: Duration::from_millis(7),
+        timeout: Duration::from_millis(300),
+    };
+    assert_eq!(limiter.with_retry(patient).retry_policy(), patient);
+}
+
+/// Reading without spending calls a limit over exactly when one more call
+/// of its cost would be refused: at `count + cost == max` it still fits.
+#[tokio::test]
+async fn remaining_is_over_only_when_the_next_call_would_not_fit() {
+    let limiter = Limiter::with_parts(MemoryStore::new(), Stopped);
+    let spend = [limit(5, 3)];
+    assert!(limiter.count(&spend).await.unwrap().is_allowed());
+    // 3 of 5 spent: a call of 2 fits exactly, a call of 3 does not.
+    let fits = limiter.remaining(&[limit(5, 2)]).await.unwrap();
+    assert_eq!(fits[0].remaining(), 2);
+    assert!(!fits[0].is_over(), "3 + 2 = 5 fits a max of 5");
+    let over = limiter.remaining(&[limit(5, 3)]).await.unwrap();
+    assert!(over[0].is_over(), "3 + 3 = 6 does not");
+    assert_eq!(over[0].remaining(), 2, "reading spends nothing");
+}
+
+/// Settling at the estimate gives nothing back and asks the store nothing;
+/// settling below it refunds the difference in one call.
+#[tokio::test]
+async fn settling_at_the_estimate_asks_the_store_nothing() {
+    let store = Arc::new(Counted::default());
+    let limiter = Limiter::with_parts(store.clone(), Stopped);
+    let estimate = [limit(10, 4)];
+    let spent = limiter.reserve(&estimate).await.unwrap();
+    assert!(spent.is_allowed());
+    limiter.settle(&spent, "ask", 4).await.unwrap();
+    assert_eq!(
+        store.refunds.load(Ordering::SeqCst),
+        0,
+        "nothing to give back"
+    );
+    let read = limiter.remaining(&[limit(10, 1)]).await.unwrap();
+    assert_eq!(read[0].remaining(), 6);
+
+    let spent = limiter.reserve(&estimate).await.unwrap();
+    limiter.settle(&spent, "ask", 1).await.unwrap();
+    assert_eq!(store.refunds.load(Ordering::SeqCst), 1);
+    let read = limiter.remaining(&[limit(10, 1)]).await.unwrap();
+    assert_eq!(read[0].remaining(), 5, "4 + 1 spent of 10");
+}
