@@ -39,6 +39,18 @@ struct Inner {
     order: VecDeque<String>,
 }
 
+impl Inner {
+    /// Forgotten keys linger in `order`; drops them now and then
+    /// (amortised: at most once per `capacity` insertions), so that `order`
+    /// stays within twice the capacity.
+    fn compact(&mut self, capacity: usize) {
+        if self.order.len() >= 2 * capacity {
+            let Inner { seen, order } = self;
+            order.retain(|k| seen.contains_key(k));
+        }
+    }
+}
+
 impl LocalCache {
     /// A cache holding at most `capacity` counters.
     pub(crate) fn new(capacity: usize) -> LocalCache {
@@ -113,12 +125,7 @@ impl LocalCache {
                         };
                         inner.seen.remove(&oldest);
                     }
-                    if inner.order.len() >= 2 * self.capacity {
-                        // Forgotten keys linger in `order`; drop them now
-                        // and then (amortised: at most once per capacity).
-                        let Inner { seen, order, .. } = &mut *inner;
-                        order.retain(|k| seen.contains_key(k));
-                    }
+                    inner.compact(self.capacity);
                     inner.seen.insert(key.to_owned(), seen);
                     inner.order.push_back(key.to_owned());
                 }
@@ -244,6 +251,21 @@ mod tests {
             cache.forget([key.as_str()]);
         }
         assert!(cache.lock().order.len() <= 8);
+    }
+
+    #[test]
+    fn forgetting_every_counter_leaves_the_cache_empty() {
+        let cache = LocalCache::new(10);
+        assert!(cache.is_empty());
+        cache.note(0, &[seen("a", 5), seen("b", 1)], true);
+        assert!(!cache.is_empty());
+        cache.forget(["a", "x"]);
+        assert!(!cache.is_empty(), "b is still known");
+        cache.forget(["b"]);
+        assert!(
+            cache.is_empty(),
+            "the entry count (the cache_entries gauge, the empty fast path) was not updated"
+        );
     }
 
     #[test]
