@@ -94,6 +94,8 @@ mod tests {
         assert_eq!(deadline.cutoff_unix_millis(), deadline.unix_millis() + 20);
         assert!(!deadline.has_passed());
         assert!(deadline.remaining() <= Duration::from_millis(350));
+        // Just made: nearly all of it is left (a generous margin for a busy machine).
+        assert!(deadline.remaining() > Duration::from_millis(100));
     }
 
     #[test]
@@ -103,6 +105,10 @@ mod tests {
         assert_eq!(passed.remaining(), Duration::ZERO);
         let far = Deadline::after(Duration::MAX);
         assert!(!far.has_passed());
+        assert!(
+            far.remaining() > Duration::from_secs(29 * 365 * 86_400),
+            "a huge budget is cut to about 30 years, no less"
+        );
         assert_eq!(far.min(passed), passed);
         assert_eq!(passed.min(far), passed);
     }

@@ -196,6 +196,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_done_delivery_is_remembered_a_day_and_ids_are_bounded() {
+        assert_eq!(Deliveries::TTL, Duration::from_secs(86_400));
+        let longest = "x".repeat(MAX_PART_LEN);
+        assert_eq!(
+            Deliveries::key(&longest).ok(),
+            Some(format!("github-delivery:{longest}"))
+        );
+        let over = "x".repeat(MAX_PART_LEN + 1);
+        assert!(matches!(
+            Deliveries::key(&over),
+            Err(Error::InvalidDeliveryId)
+        ));
+        assert!(matches!(Deliveries::key(""), Err(Error::InvalidDeliveryId)));
+    }
+
+    #[test]
     fn tokens_are_32_hex_digits_and_differ() {
         let (a, b) = (token(), token());
         assert_eq!(a.len(), 32);

@@ -136,6 +136,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_a_store_failure_is_unavailable() {
+        assert!(Error::Unavailable(StoreError::Busy("full".into())).is_unavailable());
+        assert!(!Error::DuplicateKey("ask".into()).is_unavailable());
+        assert!(!Error::InvalidCost(0).is_unavailable());
+    }
+
+    #[test]
     fn unavailable_message_hides_the_store_error_text() {
         let inner = StoreError::Backend("WRONGTYPE secret-key-name".into());
         let err = Error::Unavailable(inner);

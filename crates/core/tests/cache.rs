@@ -230,7 +230,7 @@ fn metrics_count_checks_by_rule_and_outcome() {
         });
     });
     let mut checks = std::collections::BTreeMap::new();
-    let mut calls = 0;
+    let (mut calls, mut entries) = (0, None);
     for (key, _, _, value) in snapshotter.snapshot().into_vec() {
         let key = key.key();
         let labels: Vec<String> = key
@@ -242,12 +242,16 @@ fn metrics_count_checks_by_rule_and_outcome() {
             ("tollgate_checks_total", DebugValue::Counter(n)) if n > 0 => {
                 checks.insert(labels.join(","), n);
             }
-            ("tollgate_store_call_seconds", DebugValue::Histogram(values)) => {
+            ("tollgate_store_call_seconds", DebugValue::Histogram(values))
+                if labels.iter().any(|l| l == "op=reserve") =>
+            {
                 calls += values.len();
             }
+            ("tollgate_cache_entries", DebugValue::Gauge(n)) => entries = Some(n.into_inner()),
             _ => {}
         }
     }
+    assert_eq!(entries, Some(1.0), "the counter seen full is remembered");
     let expected: std::collections::BTreeMap<String, u64> = [
         ("rule=m,outcome=allowed".to_owned(), 2),
         ("rule=m,outcome=limited".to_owned(), 1),
@@ -313,7 +317,7 @@ fn metrics_count_each_failed_attempt_by_kind_beside_its_latency() {
             assert!(limiter.count(&limits).await.is_err());
         });
     });
-    let (mut errors, mut latencies) = (Vec::new(), 0);
+    let (mut errors, mut latencies, mut outcomes) = (Vec::new(), 0, Vec::new());
     for (key, _, _, value) in snapshotter.snapshot().into_vec() {
         let key = key.key();
         let labels: Vec<String> = key
@@ -324,12 +328,30 @@ fn metrics_count_each_failed_attempt_by_kind_beside_its_latency() {
             ("tollgate_store_errors_total", DebugValue::Counter(n)) if n > 0 => {
                 errors.push((labels.join(","), n));
             }
-            ("tollgate_store_call_seconds", DebugValue::Histogram(values)) => {
+            ("tollgate_store_call_seconds", DebugValue::Histogram(values))
+                if labels.iter().any(|l| l == "op=count") =>
+            {
                 latencies += values.len();
+            }
+            ("tollgate_checks_total", DebugValue::Counter(n)) if n > 0 => {
+                outcomes.push((labels.join(","), n));
             }
             _ => {}
         }
     }
     assert_eq!(errors, [("store=store,kind=busy".to_owned(), 3)]);
+    assert_eq!(outcomes, [("rule=e,outcome=unavailable".to_owned(), 1)]);
     assert_eq!(latencies, 3, "three attempts, each timed");
+}
+
+#[test]
+fn debug_output_names_the_store_and_the_rules_metrics() {
+    let limiter = Limiter::new(Busy);
+    let text = format!("{limiter:?}");
+    assert!(
+        text.contains("StoreCalls") && text.contains("\"store\""),
+        "{text}"
+    );
+    let rule = format!("{:?}", rule("d", 1, Window::DAY));
+    assert!(rule.contains("RuleMetrics"), "{rule}");
 }

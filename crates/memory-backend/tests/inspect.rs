@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Counter, CounterStore, Deadline, ManualClock};
+use tollgate_core::{Clock, Counter, CounterStore, Deadline, ManualClock};
 use tollgate_memory::MemoryStore;
 
 fn counter(key: &str, ttl_secs: u64) -> Counter {
@@ -62,4 +62,14 @@ async fn a_count_at_the_instant_of_expiry_starts_a_new_counter() {
         "expired: anew"
     );
     assert_eq!(store.expiry("a"), Some(Duration::from_secs(10)));
+}
+
+#[test]
+fn a_manual_clock_starting_now_reads_the_system_time() {
+    let manual = tollgate_core::ManualClock::starting_now().now();
+    let system = tollgate_core::SystemClock.now();
+    assert!(
+        system.abs_diff(manual) < Duration::from_secs(5),
+        "{manual:?} vs {system:?}"
+    );
 }
