@@ -214,6 +214,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn attempts_that_overran_leave_the_last_one_only_what_the_check_has_left() {
+        // Each attempt blocks its thread for twice its timeout (a stalled
+        // machine) before failing: the third starts past the check's
+        // bound, so its deadline must be the check's, not a timeout from
+        // its own start.
+        let policy = quick();
+        let mut deadlines = Vec::new();
+        let mut first_call = None;
+        let result = policy
+            .run(&StoreCalls::new("test"), Op::Count, true, |deadline| {
+                first_call.get_or_insert_with(std::time::Instant::now);
+                deadlines.push(deadline);
+                async {
+                    std::thread::sleep(2 * Duration::from_millis(20));
+                    Err::<(), _>(StoreError::Connection("stalled".into()))
+                }
+            })
+            .await;
+        assert_eq!(result.map_err(|e| e.kind()), Err("connection"));
+        assert_eq!(deadlines.len(), 3);
+        let Some(first_call) = first_call else {
+            panic!("the store was never called")
+        };
+        assert!(
+            deadlines[2].instant() <= first_call + policy.worst_case(),
+            "the last attempt outlives the check by {:?}",
+            deadlines[2].instant() - (first_call + policy.worst_case())
+        );
+    }
+
+    #[tokio::test]
     async fn each_attempt_gets_a_deadline_within_the_check_and_is_cut_off_at_it() {
         let policy = quick();
         let started = std::time::Instant::now();
