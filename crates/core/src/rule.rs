@@ -1,6 +1,7 @@
 //! Rules: named limits, and the rule sets loaded from TOML.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -20,9 +21,14 @@ pub const MAX_MAX: u64 = (1 << 53) - 1;
 ///
 /// Names (of the rule and of its key parts) are 1 to 64 bytes of ASCII
 /// letters, digits, `-`, `_` and `.`, so they are safe in a counter key and
-/// in a `RateLimit` header. Cloning is cheap.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-pub struct Rule {
+/// in a `RateLimit` header. Cloning is cheap: clones share one allocation.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Rule(Arc<Spec>);
+
+/// What a rule is; shared by its clones, copied when a clone is changed.
+#[derive(Clone, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename = "Rule")]
+struct Spec {
     name: Arc<str>,
     max: u64,
     window: Window,
@@ -32,6 +38,28 @@ pub struct Rule {
     shadow: bool,
     #[serde(skip)]
     metrics: RuleMetrics,
+}
+
+impl fmt::Debug for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let spec = &*self.0;
+        f.debug_struct("Rule")
+            .field("name", &spec.name)
+            .field("max", &spec.max)
+            .field("window", &spec.window)
+            .field("key", &spec.key)
+            .field("unit", &spec.unit)
+            .field("public", &spec.public)
+            .field("shadow", &spec.shadow)
+            .field("metrics", &spec.metrics)
+            .finish()
+    }
+}
+
+impl serde::Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
 }
 
 impl Rule {
@@ -59,7 +87,7 @@ impl Rule {
         if max > MAX_MAX {
             return Err(Error::rule(name, format!("max must be at most {MAX_MAX}")));
         }
-        Ok(Rule {
+        Ok(Rule(Arc::new(Spec {
             name: name.into(),
             max,
             window,
@@ -68,7 +96,7 @@ impl Rule {
             public: true,
             shadow: false,
             metrics: RuleMetrics::default(),
-        })
+        })))
     }
 
     /// The same rule with keys of these named parts, e.g. `["project",
@@ -77,23 +105,23 @@ impl Rule {
         let mut names: Vec<Arc<str>> = Vec::with_capacity(parts.len());
         for part in parts {
             let part = part.as_ref();
-            check_name(&self.name, part)
-                .map_err(|_| Error::rule(&self.name, format!("invalid key part name {part:?}")))?;
+            check_name(self.name(), part)
+                .map_err(|_| Error::rule(self.name(), format!("invalid key part name {part:?}")))?;
             if names.iter().any(|n| &**n == part) {
                 return Err(Error::rule(
-                    &self.name,
+                    self.name(),
                     format!("key part `{part}` appears twice"),
                 ));
             }
             names.push(part.into());
         }
-        self.key = names.into();
+        self.spec().key = names.into();
         Ok(self)
     }
 
     /// The same rule counting `unit`.
     pub fn with_unit(mut self, unit: Unit) -> Rule {
-        self.unit = unit;
+        self.spec().unit = unit;
         self
     }
 
@@ -101,7 +129,7 @@ impl Rule {
     /// enforced and named in its own 429, but its budget is never shown in
     /// response fields (shared budgets tell an attacker when to strike).
     pub fn with_public(mut self, public: bool) -> Rule {
-        self.public = public;
+        self.spec().public = public;
         self
     }
 
@@ -110,51 +138,56 @@ impl Rule {
     /// but never refuses a call, in count and reserve mode alike (a shadow
     /// rule over its max does not block the other limits of a reservation).
     pub fn with_shadow(mut self, shadow: bool) -> Rule {
-        self.shadow = shadow;
+        self.spec().shadow = shadow;
         self
+    }
+
+    /// The rule's own copy, to change.
+    fn spec(&mut self) -> &mut Spec {
+        Arc::make_mut(&mut self.0)
     }
 
     /// Whether the rule is a shadow rule: counted, never refusing.
     pub fn is_shadow(&self) -> bool {
-        self.shadow
+        self.0.shadow
     }
 
     /// The rule's name, e.g. `ask`.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
 
     pub(crate) fn shared_name(&self) -> &Arc<str> {
-        &self.name
+        &self.0.name
     }
 
     pub(crate) fn metrics(&self) -> &RuleMetrics {
-        &self.metrics
+        &self.0.metrics
     }
 
     /// How many units one key may spend per window.
     pub fn max(&self) -> u64 {
-        self.max
+        self.0.max
     }
 
     /// The window length.
     pub fn window(&self) -> Window {
-        self.window
+        self.0.window
     }
 
     /// The names of the key parts, in order, e.g. `["project", "visitor"]`.
     pub fn key_parts(&self) -> &[Arc<str>] {
-        &self.key
+        &self.0.key
     }
 
     /// What the rule counts.
     pub fn unit(&self) -> &Unit {
-        &self.unit
+        &self.0.unit
     }
 
     /// Whether the rule's budget may be shown to callers.
     pub fn is_public(&self) -> bool {
-        self.public
+        self.0.public
     }
 
     /// The limit of this rule for one principal or resource, e.g.

@@ -4,16 +4,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::observe::RuleMetrics;
-use crate::{Limit, Unit, Window};
+use crate::{Limit, Rule, Unit, Window};
 
 /// Where one limit stands after a check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Usage {
-    name: Arc<str>,
-    max: u64,
-    window: Window,
-    unit: Unit,
-    public: bool,
+    rule: Rule,
     cost: u64,
     count: u64,
     reset: u64,
@@ -26,7 +22,6 @@ pub struct Usage {
     key: String,
     prefix: usize,
     index: u64,
-    metrics: RuleMetrics,
     /// What was given back and what excess was counted since the check.
     account: Account,
 }
@@ -45,11 +40,7 @@ impl Usage {
         let rule = limit.rule();
         let window = rule.window();
         Usage {
-            name: rule.shared_name().clone(),
-            max: rule.max(),
-            window,
-            unit: rule.unit().clone(),
-            public: rule.is_public(),
+            rule: rule.clone(),
             cost: limit.cost(),
             count,
             reset: window.reset(now_secs),
@@ -59,33 +50,32 @@ impl Usage {
             prefix: limit.stored().len(),
             key,
             index: window.index(now_secs),
-            metrics: rule.metrics().clone(),
             account: Account::default(),
         }
     }
 
     /// The rule's name.
     pub fn name(&self) -> &str {
-        &self.name
+        self.rule.name()
     }
 
     pub(crate) fn shared_name(&self) -> &Arc<str> {
-        &self.name
+        self.rule.shared_name()
     }
 
     pub(crate) fn metrics(&self) -> &RuleMetrics {
-        &self.metrics
+        self.rule.metrics()
     }
 
     /// What the rule counts.
     pub fn unit(&self) -> &Unit {
-        &self.unit
+        self.rule.unit()
     }
 
     /// Whether the rule's budget may be shown to callers
     /// ([`Rule::with_public`](crate::Rule::with_public)).
     pub fn is_public(&self) -> bool {
-        self.public
+        self.rule.is_public()
     }
 
     /// The units the check asked to spend on this limit.
@@ -114,19 +104,19 @@ impl Usage {
 
     /// The rule's `max` per window.
     pub fn max(&self) -> u64 {
-        self.max
+        self.rule.max()
     }
 
     /// The rule's window.
     pub fn window(&self) -> Window {
-        self.window
+        self.rule.window()
     }
 
     /// `max - count`: below zero when a counted call went over.
     pub fn remaining(&self) -> i64 {
         // Counts are at most MAX_COUNT and `max` at most MAX_MAX, both below i64::MAX.
         let count = i64::try_from(self.count).unwrap_or(i64::MAX);
-        let max = i64::try_from(self.max).unwrap_or(i64::MAX);
+        let max = i64::try_from(self.max()).unwrap_or(i64::MAX);
         max.saturating_sub(count)
     }
 
@@ -305,10 +295,10 @@ impl Verdict {
             |a, b| if b.retry_after > a.retry_after { b } else { a },
         );
         Some(RateLimited {
-            limit: longest.name.clone(),
-            max: longest.max,
-            window: longest.window,
-            unit: longest.unit.clone(),
+            limit: longest.shared_name().clone(),
+            max: longest.max(),
+            window: longest.window(),
+            unit: longest.unit().clone(),
             reset: longest.reset,
             retry_after: longest.retry_after,
         })
