@@ -32,14 +32,18 @@ impl Deadline {
 
     /// A deadline `budget` after `now`, read as `wall` on the wall clock.
     pub(crate) fn starting(now: Instant, wall: SystemTime, budget: Duration) -> Deadline {
-        let at = now.checked_add(budget).unwrap_or(now + FAR);
+        let (at, budget) = match now.checked_add(budget) {
+            Some(at) => (at, budget),
+            None => (now + FAR, FAR),
+        };
         let wall = wall
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO)
-            .saturating_add(at.saturating_duration_since(now));
+            .saturating_add(budget);
+        let millis = wall.as_secs().saturating_mul(1_000);
         Deadline {
             at,
-            unix_millis: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
+            unix_millis: millis.saturating_add(u64::from(wall.subsec_millis())),
         }
     }
 
