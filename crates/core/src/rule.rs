@@ -492,4 +492,31 @@ mod tests {
             matches!(RuleSet::defaults().get("nope"), Err(Error::UnknownRule(n)) if n == "nope")
         );
     }
+    #[test]
+    fn names_of_up_to_64_bytes_are_accepted() {
+        let longest = "n".repeat(MAX_NAME_LEN);
+        assert!(Rule::new(&longest, 1, Window::DAY).is_ok());
+        assert!(Rule::new(&format!("{longest}n"), 1, Window::DAY).is_err());
+        let part = Rule::new("r", 1, Window::DAY).and_then(|r| r.with_key(&[longest.as_str()]));
+        assert!(part.is_ok(), "a 64-byte key part name");
+    }
+
+    #[test]
+    fn a_rule_set_holds_what_is_inserted_ordered_by_name() {
+        let mut set = RuleSet::default();
+        assert!(set.is_empty());
+        let rule =
+            |name: &str, max| Rule::new(name, max, Window::DAY).unwrap_or_else(|e| panic!("{e}"));
+        set.insert(rule("b", 1));
+        set.insert(rule("a", 2));
+        assert!(!set.is_empty());
+        assert_eq!(set.len(), 2);
+        set.insert(rule("b", 3));
+        let names: Vec<(&str, u64)> = set.iter().map(|r| (r.name(), r.max())).collect();
+        assert_eq!(
+            names,
+            [("a", 2), ("b", 3)],
+            "ordered, the second b replacing the first"
+        );
+    }
 }
