@@ -10,9 +10,18 @@ use tollgate_core::{Error as CoreError, Limit, Limiter, Mode, Policy, Rule, Verd
 
 use crate::{Rejection, VisitorSource, check};
 
-/// Builds the key parts of one rule from a [`Call`]; `None` when the call
-/// lacks a value the key needs (answered with 500: the route is misconfigured).
-type KeyParts = dyn Fn(&Call<'_>) -> Option<Vec<String>> + Send + Sync;
+/// Builds the key parts of one rule from a [`Call`], or says why it cannot.
+type KeyParts = dyn Fn(&Call<'_>) -> Result<Vec<String>, Unkeyed> + Send + Sync;
+
+/// Why a call has no key for a rule.
+enum Unkeyed {
+    /// The route lacks a value its key needs (a path parameter, a visitor
+    /// source): answered with 500 and an error log.
+    Misconfigured,
+    /// The caller sent no usable value (a header missing, repeated or not
+    /// text): answered with 400.
+    BadRequest(String),
+}
 
 /// The cost of one rule for a [`Call`]; `None` when the call does not say
 /// (answered with 400).
@@ -26,7 +35,8 @@ pub enum KeyPart {
     Param(&'static str),
     /// The visitor (the guard needs a [`VisitorSource`]).
     Visitor,
-    /// The header of this name (only when something upstream authenticated it).
+    /// The header of this name (only when something upstream authenticated
+    /// it). A call without it, with it twice or not as text is answered 400.
     Header(&'static str),
 }
 
@@ -106,9 +116,16 @@ impl Guard {
     /// A function giving another number of parts than the rule declares is
     /// answered with 500 and an error log; [`keyed`](Guard::keyed) refuses
     /// such a route when it is built.
-    pub fn rule<F>(mut self, rule: &Rule, key: F) -> Guard
+    pub fn rule<F>(self, rule: &Rule, key: F) -> Guard
     where
         F: Fn(&Call<'_>) -> Option<Vec<String>> + Send + Sync + 'static,
+    {
+        self.keyed_by(rule, move |call| key(call).ok_or(Unkeyed::Misconfigured))
+    }
+
+    fn keyed_by<F>(mut self, rule: &Rule, key: F) -> Guard
+    where
+        F: Fn(&Call<'_>) -> Result<Vec<String>, Unkeyed> + Send + Sync + 'static,
     {
         self.rules.push(Checked {
             rule: rule.clone(),
@@ -142,14 +159,18 @@ impl Guard {
             });
         }
         let parts = parts.to_vec();
-        Ok(self.rule(rule, move |call| {
+        Ok(self.keyed_by(rule, move |call| {
             parts
                 .iter()
                 .map(|part| {
                     let value = match part {
-                        KeyPart::Param(name) => call.param(name),
-                        KeyPart::Visitor => call.visitor(),
-                        KeyPart::Header(name) => call.header(name),
+                        KeyPart::Param(name) => call.param(name).ok_or(Unkeyed::Misconfigured),
+                        KeyPart::Visitor => call.visitor().ok_or(Unkeyed::Misconfigured),
+                        KeyPart::Header(name) => call.header(name).ok_or_else(|| {
+                            Unkeyed::BadRequest(format!(
+                                "the header `{name}` is missing, repeated or not text"
+                            ))
+                        }),
                     };
                     value.map(str::to_owned)
                 })
@@ -223,14 +244,18 @@ impl Guard {
             .iter()
             .map(|checked| {
                 let rule = &checked.rule;
-                let Some(parts) = (checked.key)(call) else {
-                    tracing::error!(
-                        rule = rule.name(),
-                        path = %call.parts.uri.path(),
-                        "the guard found no value for a key part of this rule; \
-                         check the route's parameters and the guard's visitor source"
-                    );
-                    return Err(Rejection::Internal);
+                let parts = match (checked.key)(call) {
+                    Ok(parts) => parts,
+                    Err(Unkeyed::BadRequest(why)) => return Err(Rejection::BadRequest(why)),
+                    Err(Unkeyed::Misconfigured) => {
+                        tracing::error!(
+                            rule = rule.name(),
+                            path = %call.parts.uri.path(),
+                            "the guard found no value for a key part of this rule; \
+                             check the route's parameters and the guard's visitor source"
+                        );
+                        return Err(Rejection::Internal);
+                    }
                 };
                 let limit = rule.limit(&parts).map_err(Rejection::from)?;
                 match &checked.cost {

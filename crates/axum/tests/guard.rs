@@ -388,6 +388,61 @@ async fn a_key_of_the_wrong_arity_is_a_500_at_request_time_and_refused_at_build_
 }
 
 #[tokio::test]
+async fn a_header_key_is_counted_per_value_and_a_call_without_a_usable_one_is_a_400() {
+    let limiter = memory_limiter();
+    let guard = Guard::new(limiter.clone())
+        .keyed(
+            &rule("runs", 1, Window::DAY),
+            &[KeyPart::Header("x-project")],
+        )
+        .unwrap();
+    let (router, runs) = app(guard);
+    let send = |values: &'static [&'static [u8]]| {
+        let router = router.clone();
+        async move {
+            let mut request = Request::post("/sites/docs/ask");
+            for value in values {
+                request = request.header("x-project", *value);
+            }
+            router
+                .oneshot(request.body(Body::empty()).unwrap())
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(send(&[b"a"]).await.status(), 200);
+    assert_eq!(send(&[b"a"]).await.status(), 429);
+    assert_eq!(
+        send(&[b"b"]).await.status(),
+        200,
+        "another value, another key"
+    );
+    const MISSING: &[&[u8]] = &[];
+    const REPEATED: &[&[u8]] = &[b"a", b"b"];
+    const NOT_TEXT: &[&[u8]] = &[b"caf\xc3\xa9"];
+    for (values, what) in [
+        (MISSING, "missing"),
+        (REPEATED, "repeated"),
+        (NOT_TEXT, "not visible ASCII"),
+    ] {
+        let response = send(values).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{what}");
+        let problem = json(&body_text(response).await);
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("x-project")),
+            "{what}: {problem}"
+        );
+    }
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "refused calls never reach the handler"
+    );
+}
+
+#[tokio::test]
 async fn a_cost_from_the_request_head_is_spent_and_a_bad_one_is_a_400_spending_nothing() {
     let limiter = memory_limiter();
     let tokens =
