@@ -89,10 +89,13 @@ mod tests {
             assert!(Unit::new(bad).is_err(), "accepted {bad:?}");
         }
         assert!(Unit::new(&"x".repeat(32)).is_ok());
-        assert_eq!(
-            Unit::new("content-bytes").ok().map(|u| u.quota_unit()),
-            Some(Some("content-bytes"))
-        );
+        for draft in ["content-bytes", "concurrent-requests"] {
+            assert_eq!(
+                Unit::new(draft).ok().map(|u| u.quota_unit()),
+                Some(Some(draft)),
+                "the draft's quota unit {draft}"
+            );
+        }
         assert_eq!(Unit::new("tokens").ok().map(|u| u.quota_unit()), Some(None));
         assert_eq!(Unit::Calls.quota_unit(), None);
     }
