@@ -94,6 +94,19 @@ mod tests {
     }
 
     #[test]
+    fn a_visitor_keys_a_limit_and_shows_as_its_key_part() {
+        let visitor = Visitor::parse("2001:db8:0:1::9").unwrap_or_else(|e| panic!("{e}"));
+        let rule =
+            crate::Rule::new("ask", 1, crate::Window::DAY).and_then(|r| r.with_key(&["visitor"]));
+        let limit = rule.and_then(|r| r.limit(&[&visitor]));
+        assert_eq!(
+            limit.map(|l| l.key().to_owned()).ok().as_deref(),
+            Some("ask:2001:db8:0:1::/64")
+        );
+        assert_eq!(visitor.to_string(), "2001:db8:0:1::/64");
+    }
+
+    #[test]
     fn ipv4_is_used_as_it_is() {
         assert_eq!(visitor("203.0.113.9"), "203.0.113.9");
         assert_eq!(visitor(" 203.0.113.9 "), "203.0.113.9");
