@@ -1,6 +1,7 @@
 //! The worker's batches: group commit, savepoints, deadlines under the lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use tokio::sync::oneshot;
@@ -220,4 +221,251 @@ fn a_call_whose_deadline_passes_before_the_commit_is_rolled_back_alone() {
     assert_eq!(slow_answer.blocking_recv().unwrap().unwrap(), vec![1]);
     assert_eq!(stored(&worker, "hasty"), 0, "a late call was committed");
     assert_eq!(stored(&worker, "slow"), 1, "the rest of its batch was lost");
+}
+
+/// Counts the connection's commits and rollbacks.
+fn count_endings(worker: &mut Worker) -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let (commits, rollbacks) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let seen = Arc::clone(&commits);
+    worker
+        .conn
+        .commit_hook(Some(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+            false
+        }))
+        .unwrap();
+    let seen = Arc::clone(&rollbacks);
+    worker
+        .conn
+        .rollback_hook(Some(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }))
+        .unwrap();
+    (commits, rollbacks)
+}
+
+#[test]
+fn a_call_skipped_under_the_lock_costs_its_batch_no_second_run() {
+    // The late call is skipped as the batch reaches it, so nothing it did
+    // needs undoing: one commit, no rollback.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.sqlite");
+    let mut worker = worker_on(&path);
+    let (commits, rollbacks) = count_endings(&mut worker);
+    let holder = hold_lock(&path, Duration::from_millis(150));
+    let (late, late_answer) = count_by("late", Duration::from_millis(50));
+    let (patient, patient_answer) = count_by("patient", Duration::from_secs(5));
+    worker.serve(vec![late, patient]);
+    holder.join().unwrap();
+    assert_eq!(
+        late_answer.blocking_recv().unwrap().unwrap_err().kind(),
+        "timeout"
+    );
+    assert_eq!(patient_answer.blocking_recv().unwrap().unwrap(), vec![1]);
+    assert_eq!(rollbacks.load(Ordering::SeqCst), 0, "the batch ran twice");
+    assert_eq!(commits.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_batch_that_gave_up_on_the_lock_is_not_tried_again() {
+    // The lock comes free after the batch's deadline (200 ms) and before
+    // a second wait as long would end: the calls are answered busy, at
+    // their deadline, not run again late.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.sqlite");
+    let worker = worker_on(&path);
+    let holder = hold_lock(&path, Duration::from_millis(300));
+    let (call, answer) = count_by("a", Duration::from_millis(200));
+    worker.serve(vec![call]);
+    assert_eq!(answer.blocking_recv().unwrap().unwrap_err().kind(), "busy");
+    holder.join().unwrap();
+    assert_eq!(stored(&worker, "a"), 0);
+}
+
+#[test]
+fn calls_queued_together_are_served_in_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions::default();
+    let conn = schema::open(&dir.path().join("limits.sqlite"), &options).unwrap();
+    let (queue, jobs) = mpsc::sync_channel(100);
+    let mut worker = Worker::new(conn, jobs, &options);
+    worker.next_sweep = Duration::MAX;
+    let (commits, _) = count_endings(&mut worker);
+    let answers: Vec<_> = (0..100)
+        .map(|_| {
+            let (job, answer) = count_once("a");
+            queue.send(job).unwrap();
+            answer
+        })
+        .collect();
+    drop(queue);
+    worker.run();
+    let counts: Vec<u64> = answers
+        .into_iter()
+        .map(|a| a.blocking_recv().unwrap().unwrap()[0])
+        .collect();
+    assert_eq!(counts, (1..=100).collect::<Vec<u64>>());
+    assert_eq!(
+        commits.load(Ordering::SeqCst),
+        1,
+        "100 queued calls, one commit"
+    );
+}
+
+#[test]
+fn an_idle_worker_looks_at_the_sweep_schedule_at_most_once_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = tollgate_core::ManualClock::new(Duration::from_secs(1_000));
+    let options = SqliteOptions::default()
+        .sweep(Duration::from_secs(60), 10)
+        .clock(clock.clone());
+    let conn = schema::open(&dir.path().join("limits.sqlite"), &options).unwrap();
+    let (_queue, jobs) = mpsc::sync_channel(1);
+    let mut worker = Worker::new(conn, jobs, &options);
+    assert_eq!(
+        worker.idle_wait(),
+        MIN_WAIT,
+        "a sweep is due: look again soon"
+    );
+    worker.next_sweep = Duration::from_secs(1_030);
+    assert_eq!(worker.idle_wait(), Duration::from_secs(30));
+    worker.next_sweep = Duration::from_secs(5_000);
+    assert_eq!(
+        worker.idle_wait(),
+        Duration::from_secs(60),
+        "never longer than the interval"
+    );
+    let every_batch = SqliteOptions::default()
+        .sweep(Duration::ZERO, 10)
+        .clock(clock);
+    let worker = Worker::new(
+        schema::open(&dir.path().join("b.sqlite"), &every_batch).unwrap(),
+        mpsc::sync_channel(1).1,
+        &every_batch,
+    );
+    assert_eq!(
+        worker.idle_wait(),
+        MIN_WAIT,
+        "an interval of zero does not spin"
+    );
+}
+
+/// A worker sweeping at most `batch` rows a minute on `clock`, with
+/// `expired` counters that expired at 1,000 s.
+fn sweeping(
+    dir: &tempfile::TempDir,
+    clock: &tollgate_core::ManualClock,
+    batch: u32,
+    expired: usize,
+) -> Worker {
+    let options = SqliteOptions::default()
+        .sweep(Duration::from_secs(60), batch)
+        .clock(clock.clone());
+    let conn = schema::open(&dir.path().join("limits.sqlite"), &options).unwrap();
+    let (_queue, jobs) = mpsc::sync_channel(1);
+    let worker = Worker::new(conn, jobs, &options);
+    let counters: Vec<Counter> = (0..expired)
+        .map(|i| Counter {
+            ttl: Duration::from_secs(1),
+            ..counter(&format!("old{i}"))
+        })
+        .collect();
+    ops::count(&worker.conn, &counters, Duration::from_secs(999)).unwrap();
+    worker
+}
+
+fn rows(worker: &Worker) -> i64 {
+    worker
+        .conn
+        .query_row("SELECT COUNT(*) FROM counters", [], |row| row.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_full_sweep_sweeps_again_at_once_and_a_partial_one_waits_an_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = tollgate_core::ManualClock::new(Duration::from_secs(1_000));
+    let mut worker = sweeping(&dir, &clock, 2, 3);
+    let logs = tollgate_test_support::Logs::default();
+    logs.capture_blocking(tracing::Level::DEBUG, || worker.sweep_if_due());
+    assert_eq!(rows(&worker), 1, "a batch of 2 of the 3 expired");
+    assert_eq!(
+        worker.next_sweep,
+        clock.now(),
+        "a full batch: more may wait"
+    );
+    assert!(logs.text().contains("removed=2"), "{}", logs.text());
+    worker.sweep_if_due();
+    assert_eq!(rows(&worker), 0);
+    assert_eq!(
+        worker.next_sweep,
+        clock.now() + Duration::from_secs(60),
+        "a partial batch: done for now"
+    );
+    clock.advance(Duration::from_secs(59));
+    let later = counter("later");
+    ops::count(
+        &worker.conn,
+        &[Counter {
+            ttl: Duration::from_secs(1),
+            ..later
+        }],
+        Duration::from_secs(1_000),
+    )
+    .unwrap();
+    worker.sweep_if_due();
+    assert_eq!(rows(&worker), 1, "swept before the interval passed");
+}
+
+#[test]
+fn a_sweep_that_removes_nothing_waits_an_interval_and_logs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = tollgate_core::ManualClock::new(Duration::from_secs(1_000));
+    for batch in [0, 10] {
+        let dir = tempfile::tempdir_in(dir.path()).unwrap();
+        let mut worker = sweeping(&dir, &clock, batch, 0);
+        let logs = tollgate_test_support::Logs::default();
+        logs.capture_blocking(tracing::Level::DEBUG, || worker.sweep_if_due());
+        assert_eq!(
+            worker.next_sweep,
+            clock.now() + Duration::from_secs(60),
+            "batch {batch}"
+        );
+        assert!(
+            !logs.text().contains("swept"),
+            "batch {batch}: {}",
+            logs.text()
+        );
+    }
+}
+
+#[test]
+fn a_call_that_loses_the_transaction_fails_its_batch_with_its_own_error() {
+    // On a full disk or an I/O error SQLite rolls the whole transaction
+    // back (here: the call does so itself, then fails as disk full): the
+    // batch cannot go on without that call, and its calls hear why, not
+    // about a savepoint that is gone.
+    let dir = tempfile::tempdir().unwrap();
+    let worker = worker(&dir);
+    let (first, first_answer) = count_once("a");
+    let (lost, lost_answer) = call(Duration::from_secs(10), |conn, _| {
+        conn.execute_batch("ROLLBACK")?;
+        Err::<(), _>(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            Some("disk full".into()),
+        ))
+    });
+    worker.serve(vec![first, lost]);
+    let first = first_answer.blocking_recv().unwrap().unwrap_err();
+    let lost = lost_answer.blocking_recv().unwrap().unwrap_err();
+    for failure in [first, lost] {
+        let mut chain = failure.to_string();
+        let mut source = std::error::Error::source(&failure);
+        while let Some(cause) = source {
+            chain.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        assert!(chain.contains("disk full"), "{chain}");
+    }
+    assert_eq!(stored(&worker, "a"), 0);
 }

@@ -43,6 +43,18 @@ impl Logs {
         future.with_subscriber(subscriber).await
     }
 
+    /// Runs `f` on this thread, keeping what it logs at `level` and above
+    /// (for code that logs outside any future, such as a worker thread's).
+    pub fn capture_blocking<T>(&self, level: tracing::Level, f: impl FnOnce() -> T) -> T {
+        let logs = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(level)
+            .with_writer(move || logs.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, f)
+    }
+
     /// What was logged.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
