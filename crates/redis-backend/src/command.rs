@@ -8,19 +8,29 @@ use tollgate_core::Counter;
 use tollgate_redis_scripts::{Call, Counters, Single};
 
 /// The start of an `EVALSHA` of `script` with `keys` keys, to which the
-/// caller appends the keys, then the deadline and `args` more arguments;
-/// `bytes` is the keys' total length, `prefix` the store's key prefix.
-pub(crate) fn evalsha(
-    script: &Script,
-    keys: usize,
-    args: usize,
-    bytes: usize,
-    prefix: &str,
-) -> Cmd {
-    let size = 64 + bytes + keys * prefix.len() + args * 20;
-    let mut cmd = Cmd::with_capacity(4 + keys + args, size);
+/// caller appends the keys, then the deadline and the other arguments;
+/// `room` is the command's expected size (see [`room`]).
+pub(crate) fn evalsha(script: &Script, keys: usize, room: (usize, usize)) -> Cmd {
+    let (args, bytes) = room;
+    let mut cmd = Cmd::with_capacity(args, bytes);
     cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
     cmd
+}
+
+/// The room to reserve for a script call, as (arguments, bytes): `keys`
+/// keys under `prefix`, then the deadline and `per_key` arguments per key,
+/// `text` the bytes of the keys and of the arguments that are not numbers.
+/// A size hint only: a command outgrowing it grows (so no test can tell a
+/// wrong hint from a right one, and mutation testing skips this function).
+fn room(
+    keys: usize,
+    per_key: usize,
+    text: impl IntoIterator<Item = usize>,
+    prefix: &str,
+) -> (usize, usize) {
+    let args = 1 + per_key * keys;
+    let text: usize = text.into_iter().sum();
+    (4 + keys + args, 64 + text + keys * prefix.len() + args * 20)
 }
 
 /// Appends `key` with `prefix` as one argument, without building the
@@ -50,11 +60,10 @@ where
     I::IntoIter: Clone,
 {
     let counters = counters.into_iter();
-    let (n, bytes) = counters
-        .clone()
-        .fold((0, 0), |(n, bytes), c| (n + 1, bytes + c.key.len()));
+    let n = counters.clone().count();
+    let text = counters.clone().map(|c| c.key.len());
     let mut call = Keyed {
-        cmd: evalsha(script, n, 1 + layout.per_counter() * n, bytes, prefix),
+        cmd: evalsha(script, n, room(n, layout.per_counter(), text, prefix)),
         prefix,
     };
     layout.write(&mut call, counters, cutoff);
@@ -70,9 +79,9 @@ pub(crate) fn single(
     cutoff: u64,
     prefix: &str,
 ) -> Cmd {
-    let bytes = key.len() + layout.text_bytes();
+    let text = [key.len(), layout.text_bytes()];
     let mut call = Keyed {
-        cmd: evalsha(script, 1, 1 + layout.args(), bytes, prefix),
+        cmd: evalsha(script, 1, room(1, layout.args(), text, prefix)),
         prefix,
     };
     layout.write(&mut call, key, cutoff);
@@ -130,7 +139,7 @@ mod tests {
     fn an_eval_carries_the_same_keys_and_arguments() {
         let code = "return 1";
         let script = Script::new(code);
-        let mut cmd = evalsha(&script, 2, 1, 6, "p:");
+        let mut cmd = evalsha(&script, 2, room(2, 0, [6], "p:"));
         push_key(&mut cmd, "p:", "a:1");
         push_key(&mut cmd, "p:", "b:2");
         cmd.arg(42_u64);

@@ -110,6 +110,25 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_is_replaced_when_it_broke_or_its_stream_is_out_of_step_only() {
+        let reset = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(breaks_connection(&reset), "a dropped connection");
+        let garbled = RedisError::from((redis::ErrorKind::Parse, "unexpected reply"));
+        assert!(
+            breaks_connection(&garbled),
+            "a reply that could not be read"
+        );
+        for reply in [
+            "ERR value is not an integer",
+            "LOADING later",
+            "NOSCRIPT run EVAL",
+        ] {
+            let err = RedisError::from(server(reply));
+            assert!(!breaks_connection(&err), "a server's error reply: {reply}");
+        }
+    }
+
+    #[test]
     fn passing_server_refusals_are_busy() {
         for code in BUSY_CODES {
             let reply = server(&format!("{code} try later"));
