@@ -54,7 +54,7 @@ pub(crate) struct Link {
     state: Arc<Mutex<State>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct State {
     live: Option<Live>,
     connecting: Option<watch::Receiver<Attempt>>,
@@ -70,14 +70,6 @@ pub(crate) struct Live {
     id: u64,
     /// Whether a probe of this connection is running.
     probing: Arc<AtomicBool>,
-}
-
-impl std::fmt::Debug for Live {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Live")
-            .field("id", &self.id)
-            .finish_non_exhaustive()
-    }
 }
 
 /// One request in flight: when dropped before [`answered`](Pending::answered)
