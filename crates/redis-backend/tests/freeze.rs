@@ -250,3 +250,57 @@ async fn a_call_cut_off_by_its_caller_keeps_a_connection_that_answers() {
         "a cut-off call made a connection that answers look stale"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_answered_with_an_error_reply_keeps_the_connection() {
+    // The store's user may not PING: the probe after a cut-off call is
+    // answered NOPERM, an answer all the same.
+    let mut server = RedisServer::start();
+    let mut admin = admin(&server.url()).await;
+    let user = [
+        "ACL", "SETUSER", "noping", "on", "nopass", "~*", "&*", "+@all", "-ping",
+    ];
+    run(&mut admin, &user).await;
+    let url = server.url().replacen("redis://", "redis://noping:any@", 1);
+    let store = RedisStore::open(&url).unwrap();
+    let c = [support::counter("noping", 1, 10)];
+    use tollgate_core::CounterStore as _;
+    store.count(&c, deadline()).await.unwrap();
+
+    server.freeze();
+    let cut = tokio::time::timeout(Duration::from_millis(30), store.count(&c, deadline())).await;
+    assert!(cut.is_err(), "the call was not cut off");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.thaw();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    store.count(&c, deadline()).await.unwrap();
+    assert_eq!(
+        store.connections_made(),
+        1,
+        "a probe's error reply was taken for a broken connection"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_that_finds_the_connection_gone_has_it_remade_before_the_next_call() {
+    let mut server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let c = [support::counter("gone", 1, 10)];
+    use tollgate_core::CounterStore as _;
+    store.count(&c, deadline()).await.unwrap();
+
+    // The call is cut off while the server is frozen; its probe is still
+    // waiting when the server dies, so it sees the connection drop.
+    server.freeze();
+    let cut = tokio::time::timeout(Duration::from_millis(30), store.count(&c, deadline())).await;
+    assert!(cut.is_err(), "the call was not cut off");
+    server.stop();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.restart();
+    let next = store.count(&c, deadline()).await;
+    assert!(
+        next.is_ok(),
+        "the first call after the restart used the dropped connection: {next:?}"
+    );
+    assert_eq!(store.connections_made(), 2);
+}
