@@ -79,6 +79,11 @@ pub(crate) fn breaks_connection(err: &RedisError) -> bool {
     err.is_unrecoverable_error() || err.is_connection_dropped()
 }
 
+/// Whether `err` is the server's error reply: the server answered.
+pub(crate) fn is_reply(err: &RedisError) -> bool {
+    err.code().is_some()
+}
+
 /// Whether `err` says the server is a replica now (a failover demoted it):
 /// the connection must be replaced, so that the next call reaches whatever
 /// server the address names now.
@@ -118,6 +123,7 @@ mod tests {
             breaks_connection(&garbled),
             "a reply that could not be read"
         );
+        assert!(!is_reply(&reset) && !is_reply(&garbled));
         for reply in [
             "ERR value is not an integer",
             "LOADING later",
@@ -125,6 +131,7 @@ mod tests {
         ] {
             let err = RedisError::from(server(reply));
             assert!(!breaks_connection(&err), "a server's error reply: {reply}");
+            assert!(is_reply(&err), "{reply}");
         }
     }
 

@@ -165,8 +165,8 @@ impl Link {
             let reply = tokio::time::timeout(STALE_AFTER, ping.query_async::<Value>(&mut conn));
             match reply.await {
                 Ok(Ok(_)) => {}
-                // An error reply (LOADING, ...) is a reply too.
-                Ok(Err(err)) if !err.is_io_error() && !failure::breaks_connection(&err) => {}
+                // An error reply (LOADING, NOPERM, ...) is a reply too.
+                Ok(Err(err)) if failure::is_reply(&err) => {}
                 Ok(Err(err)) => {
                     tracing::debug!(error = %err, "redis connection broken; it will be remade");
                     discard(&state, live.id);

@@ -146,6 +146,37 @@ async fn store_opens_while_redis_is_down_and_connects_when_it_appears() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_to_a_dead_server_fail_at_once_and_reconnect_once_per_delay() {
+    let mut server = start(RedisServerOptions::default());
+    server.stop();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let c = [support::counter("dead", 1, 10)];
+    // Refused connections fail in well under the 50 ms between attempts:
+    // the calls after the first fail with its error, trying nothing.
+    let started = Instant::now();
+    for _ in 0..5 {
+        assert_eq!(
+            store.count(&c, deadline()).await.unwrap_err().kind(),
+            "connection"
+        );
+    }
+    if started.elapsed() < Duration::from_millis(40) {
+        assert_eq!(
+            store.connections_made(),
+            1,
+            "a dead server was tried on every call"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert!(store.count(&c, deadline()).await.is_err());
+    assert_eq!(
+        store.connections_made(),
+        2,
+        "no new attempt after the delay"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_script_runs_again_after_script_flush() {
     let server = start(RedisServerOptions::default());
     let store = RedisStore::open(&server.url()).unwrap();
