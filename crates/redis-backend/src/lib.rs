@@ -9,6 +9,7 @@ mod ops;
 mod options;
 mod reply;
 mod store;
+mod tls;
 
 /// The Lua scripts this store sends, one per write (`tollgate-redis-scripts`).
 pub use tollgate_redis_scripts as scripts;

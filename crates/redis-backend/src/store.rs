@@ -9,7 +9,7 @@ use tollgate_core::{Counter, Deadline, StoreError};
 use tollgate_redis_scripts::{Counters, Single};
 
 use crate::link::Link;
-use crate::{Error, RedisOptions, command, failure, reply, scripts};
+use crate::{Error, RedisOptions, command, failure, reply, scripts, tls};
 
 /// Counters in Redis: one round trip per call, whatever the batch size.
 ///
@@ -207,7 +207,7 @@ fn client(url: &str) -> Result<Client, Error> {
     };
     match scheme.to_ascii_lowercase().as_str() {
         "redis" | "valkey" | "unix" | "redis+unix" | "valkey+unix" => {}
-        "rediss" | "valkeys" if cfg!(feature = "tls") => {}
+        "rediss" | "valkeys" if cfg!(feature = "tls") => tls::provide(),
         "rediss" | "valkeys" => return Err(Error::TlsNotEnabled),
         other => return Err(Error::UnsupportedScheme(other.to_owned())),
     }

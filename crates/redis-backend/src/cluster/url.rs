@@ -24,7 +24,10 @@ pub(crate) fn seeds(url: &str) -> Result<Seeds, Error> {
     };
     let node_scheme = match scheme.to_ascii_lowercase().as_str() {
         "redis-cluster" | "valkey-cluster" => "redis",
-        "rediss-cluster" | "valkeys-cluster" if cfg!(feature = "tls") => "rediss",
+        "rediss-cluster" | "valkeys-cluster" if cfg!(feature = "tls") => {
+            crate::tls::provide();
+            "rediss"
+        }
         "rediss-cluster" | "valkeys-cluster" => return Err(Error::TlsNotEnabled),
         other => return Err(Error::UnsupportedScheme(other.to_owned())),
     };
