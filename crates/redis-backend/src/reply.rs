@@ -119,6 +119,32 @@ mod tests {
     }
 
     #[test]
+    fn an_unexpected_reply_is_named_by_its_type_never_by_its_content() {
+        let secret = "limit:ask:203.0.113.9:20421";
+        let cases = [
+            (Value::Nil, "nil"),
+            (Value::Int(7), "an integer"),
+            (Value::BulkString(secret.into()), "a bulk string"),
+            (Value::SimpleString(secret.into()), "a simple string"),
+            (Value::Okay, "OK"),
+            (
+                Value::Array(vec![Value::BulkString(secret.into())]),
+                "an array",
+            ),
+            (error(&format!("ERR {secret}")), "an error"),
+            (Value::Double(1.5), "another type"),
+        ];
+        for (value, named) in cases {
+            let message = invalid("a count", &value).to_string();
+            assert!(
+                message.ends_with(&format!("expected a count, got {named}")),
+                "{message}"
+            );
+            assert!(!message.contains(secret), "{message}");
+        }
+    }
+
+    #[test]
     fn reads_script_counts_and_refuses_the_wrong_shape() {
         let value = Value::Array(vec![Value::Int(3), Value::Int(1)]);
         assert_eq!(counts(value, 2).unwrap(), vec![3, 1]);
