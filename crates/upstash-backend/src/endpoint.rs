@@ -138,11 +138,14 @@ mod tests {
 
     #[test]
     fn refuses_other_urls_with_typed_errors_that_hide_them() {
-        let secret = "AXXXsecretTOKEN";
+        // As long as a real token; a scheme is echoed only when it is 16
+        // characters or fewer of what schemes are made of.
+        let secret = "AXXXsecretTOKENwithMoreThan16";
         let cases = [
             "127.0.0.1:8079".to_owned(),
             "redis://127.0.0.1:6390".to_owned(),
             format!("{secret}://h"),
+            format!("{}://h", &secret[..12].replace('s', " ")),
             format!("http://user:{secret}@h:1"),
             format!("http://{secret}@h:1"),
             format!("http://h:1/?_token={secret}"),
@@ -158,8 +161,9 @@ mod tests {
                 matches!(err, Error::InvalidUrl(_) | Error::UnsupportedScheme(_)),
                 "{url}: {err:?}"
             );
-            let text = format!("{err} {err:?}");
-            assert!(!text.contains(secret), "{text}");
+            let text = format!("{err} {err:?}").to_lowercase();
+            assert!(!text.contains(&secret.to_lowercase()), "{text}");
+            assert!(!text.contains("axxx"), "{text}");
         }
         assert!(matches!(
             Endpoint::new("redis://h", "t").map(|_| ()),

@@ -147,6 +147,27 @@ mod tests {
     }
 
     #[test]
+    fn an_error_text_is_kept_up_to_200_characters() {
+        let source = |err: &StoreError| {
+            std::error::Error::source(err)
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        };
+        let short = "ERR é".repeat(40);
+        assert_eq!(
+            source(&from_server(&short)),
+            short,
+            "200 characters kept whole"
+        );
+        let long = format!("{short}and more");
+        let clipped = source(&from_server(&long));
+        assert_eq!(clipped, format!("{short}…"));
+        let body = format!("{{\"error\":\"{long}\"}}");
+        let status = source(&from_status(500, body.as_bytes(), "h:1"));
+        assert!(status.ends_with(&format!(": {short}…")), "{status}");
+    }
+
+    #[test]
     fn statuses_map_to_transient_or_permanent_failures() {
         let cases = [
             (401, "backend"),

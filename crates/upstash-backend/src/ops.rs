@@ -12,17 +12,17 @@ use crate::{UpstashStore, reply};
 
 /// The arguments of a call of the counter script laid out as `layout`.
 fn counters_tail(layout: Counters, counters: &[Counter], deadline: Deadline) -> Tail {
-    let keys: usize = counters.iter().map(|c| c.key.len() + 3).sum();
-    let args = 1 + layout.per_counter() * counters.len();
-    let mut tail = Tail::new(counters.len(), keys + args * 24);
+    let keys = counters.iter().map(|c| c.key.len());
+    let room = command::room(keys, layout.per_counter(), counters.len());
+    let mut tail = Tail::new(counters.len(), room);
     layout.write(&mut tail, counters, deadline.cutoff_unix_millis());
     tail
 }
 
 /// The arguments of a call of the one-key script laid out as `layout`.
 fn single_tail(layout: Single<'_>, key: &str, deadline: Deadline) -> Tail {
-    let bytes = key.len() + layout.text_bytes() + (1 + layout.args()) * 24;
-    let mut tail = Tail::new(1, bytes);
+    let room = command::room([key.len(), layout.text_bytes()], layout.args(), 1);
+    let mut tail = Tail::new(1, room);
     layout.write(&mut tail, key, deadline.cutoff_unix_millis());
     tail
 }
