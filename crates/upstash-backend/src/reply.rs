@@ -209,6 +209,30 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_count_says_what_is_wrong_with_it_never_what_it_holds() {
+        let secret = "limit:ask:203.0.113.9:20421";
+        let message = |value: Value| count(&value).unwrap_err().to_string();
+        assert!(message(json!(-4)).contains("a negative count"));
+        assert!(message(json!(1.5)).contains("not an integer"));
+        assert!(message(json!(MAX_COUNT + 1)).contains("over 2^53"));
+        let cases = [
+            (Value::Null, "null"),
+            (json!(true), "a boolean"),
+            (json!(secret), "a string"),
+            (json!([secret]), "an array"),
+            (json!({ "key": secret }), "an object"),
+        ];
+        for (value, named) in cases {
+            let text = message(value);
+            assert!(
+                text.ends_with(&format!("expected an integer, got {named}")),
+                "{text}"
+            );
+            assert!(!text.contains(secret), "{text}");
+        }
+    }
+
+    #[test]
     fn counts_are_exact_integers_up_to_2_pow_53() {
         assert_eq!(
             counts(json!([0, 3, MAX_COUNT]), 3).unwrap(),
