@@ -97,7 +97,7 @@ impl UpstashStore {
 
     /// Sends one command (`POST /`) and reads its answer.
     async fn request(&self, body: Vec<u8>, deadline: Deadline) -> Result<Answer, StoreError> {
-        let response = self.inner.transport.post("/", body, deadline).await?;
+        let response = self.inner.transport.post(body, deadline).await?;
         match response.status {
             200 | 400 => reply::answer(response.status, &response.body),
             status => {

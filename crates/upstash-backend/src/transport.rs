@@ -21,21 +21,16 @@ pub(crate) struct Response {
     pub(crate) body: Vec<u8>,
 }
 
-/// One HTTP request per call: `POST <path>` with a JSON body.
+/// One HTTP request per call: `POST /` with a JSON body (one command).
 #[async_trait]
 pub(crate) trait Transport: Send + Sync + 'static {
-    /// Posts `body` to `path` (`/`, `/pipeline`, `/multi-exec`) with the
-    /// store's token. Errors are [`StoreError`]s already: `Connection` when
+    /// Posts `body` (one command) to the endpoint's root with the store's
+    /// token. Errors are [`StoreError`]s already: `Connection` when
     /// the request could not be sent, `InvalidReply` when the body could not
     /// be read. The deadline bounds nothing here (the caller's timer drops
     /// the future, which aborts the request); it is for clients that must
     /// abort by themselves.
-    async fn post(
-        &self,
-        path: &'static str,
-        body: Vec<u8>,
-        deadline: Deadline,
-    ) -> Result<Response, StoreError>;
+    async fn post(&self, body: Vec<u8>, deadline: Deadline) -> Result<Response, StoreError>;
 }
 
 /// The reqwest client: one pooled keep-alive client per store, HTTP/1.1.
@@ -65,28 +60,14 @@ impl Http {
             address: endpoint.address,
         })
     }
-
-    fn url(&self, path: &str) -> Url {
-        if path == "/" {
-            return self.root.clone();
-        }
-        let mut url = self.root.clone();
-        url.set_path(path);
-        url
-    }
 }
 
 #[async_trait]
 impl Transport for Http {
-    async fn post(
-        &self,
-        path: &'static str,
-        body: Vec<u8>,
-        _deadline: Deadline,
-    ) -> Result<Response, StoreError> {
+    async fn post(&self, body: Vec<u8>, _deadline: Deadline) -> Result<Response, StoreError> {
         let response = self
             .client
-            .post(self.url(path))
+            .post(self.root.clone())
             .header(AUTHORIZATION, self.authorization.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .body(body)
