@@ -20,7 +20,7 @@ enum Unkeyed {
     Misconfigured,
     /// The caller sent no usable value (a header missing, repeated or not
     /// text): answered with 400.
-    BadRequest(String),
+    BadRequest,
 }
 
 /// The cost of one rule for a [`Call`]; `None` when the call does not say
@@ -36,7 +36,8 @@ pub enum KeyPart {
     /// The visitor (the guard needs a [`VisitorSource`]).
     Visitor,
     /// The header of this name (only when something upstream authenticated
-    /// it). A call without it, with it twice or not as text is answered 400.
+    /// it). A call without it, with it twice or not as text is answered 400,
+    /// whose text names no header (the header is logged at debug level).
     Header(&'static str),
 }
 
@@ -167,9 +168,13 @@ impl Guard {
                         KeyPart::Param(name) => call.param(name).ok_or(Unkeyed::Misconfigured),
                         KeyPart::Visitor => call.visitor().ok_or(Unkeyed::Misconfigured),
                         KeyPart::Header(name) => call.header(name).ok_or_else(|| {
-                            Unkeyed::BadRequest(format!(
-                                "the header `{name}` is missing, repeated or not text"
-                            ))
+                            // The caller is not told which header: it is one
+                            // that something upstream vouches for.
+                            tracing::debug!(
+                                header = name,
+                                "a key header is missing, repeated or not text"
+                            );
+                            Unkeyed::BadRequest
                         }),
                     };
                     value.map(str::to_owned)
@@ -246,7 +251,11 @@ impl Guard {
                 let rule = &checked.rule;
                 let parts = match (checked.key)(call) {
                     Ok(parts) => parts,
-                    Err(Unkeyed::BadRequest(why)) => return Err(Rejection::BadRequest(why)),
+                    Err(Unkeyed::BadRequest) => {
+                        return Err(Rejection::BadRequest(
+                            "a value identifying the call is missing or malformed".into(),
+                        ));
+                    }
                     Err(Unkeyed::Misconfigured) => {
                         tracing::error!(
                             rule = rule.name(),

@@ -65,6 +65,10 @@ impl RedisStore {
     ///
     /// [`Error`] when the URL cannot be read, or is `rediss://` without the
     /// `tls` feature.
+    ///
+    /// Opening a `rediss://` store makes rustls's ring provider the
+    /// process's default unless one is installed already: an application
+    /// that wants another installs it before opening the store.
     pub fn open(url: &str) -> Result<RedisStore, Error> {
         RedisStore::open_with(url, RedisOptions::default())
     }
@@ -205,13 +209,19 @@ fn client(url: &str) -> Result<Client, Error> {
             "expected a URL such as redis://127.0.0.1:6379".into(),
         ));
     };
-    match scheme.to_ascii_lowercase().as_str() {
-        "redis" | "valkey" | "unix" | "redis+unix" | "valkey+unix" => {}
-        "rediss" | "valkeys" if cfg!(feature = "tls") => tls::provide(),
+    let tls = match scheme.to_ascii_lowercase().as_str() {
+        "redis" | "valkey" | "unix" | "redis+unix" | "valkey+unix" => false,
+        #[cfg(feature = "tls")]
+        "rediss" | "valkeys" => true,
+        #[cfg(not(feature = "tls"))]
         "rediss" | "valkeys" => return Err(Error::TlsNotEnabled),
         other => return Err(Error::UnsupportedScheme(other.to_owned())),
+    };
+    let client = Client::open(url).map_err(|err| Error::InvalidUrl(err.to_string()))?;
+    if tls {
+        tls::provide();
     }
-    Client::open(url).map_err(|err| Error::InvalidUrl(err.to_string()))
+    Ok(client)
 }
 
 #[cfg(test)]

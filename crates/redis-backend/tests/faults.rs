@@ -151,8 +151,8 @@ async fn calls_to_a_dead_server_fail_at_once_and_reconnect_once_per_delay() {
     server.stop();
     let store = RedisStore::open(&server.url()).unwrap();
     let c = [support::counter("dead", 1, 10)];
-    // Refused connections fail in well under the 50 ms between attempts:
-    // the calls after the first fail with its error, trying nothing.
+    // A refused connection fails in well under the 50 ms between attempts:
+    // the calls in between fail with its error, trying nothing.
     let started = Instant::now();
     for _ in 0..5 {
         assert_eq!(
@@ -160,18 +160,14 @@ async fn calls_to_a_dead_server_fail_at_once_and_reconnect_once_per_delay() {
             "connection"
         );
     }
-    if started.elapsed() < Duration::from_millis(40) {
-        assert_eq!(
-            store.connections_made(),
-            1,
-            "a dead server was tried on every call"
-        );
-    }
+    let elapsed = started.elapsed().as_millis() as u64;
+    let made = store.connections_made();
+    assert!(made <= 1 + elapsed / 50, "{made} attempts in {elapsed} ms");
     tokio::time::sleep(Duration::from_millis(60)).await;
     assert!(store.count(&c, deadline()).await.is_err());
     assert_eq!(
         store.connections_made(),
-        2,
+        made + 1,
         "no new attempt after the delay"
     );
 }

@@ -268,13 +268,13 @@ fn a_call_skipped_under_the_lock_costs_its_batch_no_second_run() {
 
 #[test]
 fn a_batch_that_gave_up_on_the_lock_is_not_tried_again() {
-    // The lock comes free after the batch's deadline (200 ms) and before
-    // a second wait as long would end: the calls are answered busy, at
-    // their deadline, not run again late.
+    // The lock comes free 150 ms after the batch's deadline (200 ms), and
+    // before a second wait as long would end: the calls are answered busy,
+    // at their deadline, not run again late.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("limits.sqlite");
     let worker = worker_on(&path);
-    let holder = hold_lock(&path, Duration::from_millis(300));
+    let holder = hold_lock(&path, Duration::from_millis(350));
     let (call, answer) = count_by("a", Duration::from_millis(200));
     worker.serve(vec![call]);
     assert_eq!(answer.blocking_recv().unwrap().unwrap_err().kind(), "busy");

@@ -39,8 +39,11 @@ fn parse_url(url: &str) -> Result<(Url, String), Error> {
     let lower = scheme.to_ascii_lowercase();
     let scheme = lower.strip_prefix("upstash+").unwrap_or(&lower);
     match scheme {
-        "https" if !cfg!(feature = "tls") => return Err(Error::TlsNotEnabled),
-        "https" | "http" => {}
+        #[cfg(not(feature = "tls"))]
+        "https" => return Err(Error::TlsNotEnabled),
+        #[cfg(feature = "tls")]
+        "https" => {}
+        "http" => {}
         // Echoed only when it looks like a scheme, never a pasted secret.
         other
             if other.len() <= 16

@@ -24,10 +24,9 @@ pub(crate) fn seeds(url: &str) -> Result<Seeds, Error> {
     };
     let node_scheme = match scheme.to_ascii_lowercase().as_str() {
         "redis-cluster" | "valkey-cluster" => "redis",
-        "rediss-cluster" | "valkeys-cluster" if cfg!(feature = "tls") => {
-            crate::tls::provide();
-            "rediss"
-        }
+        #[cfg(feature = "tls")]
+        "rediss-cluster" | "valkeys-cluster" => "rediss",
+        #[cfg(not(feature = "tls"))]
         "rediss-cluster" | "valkeys-cluster" => return Err(Error::TlsNotEnabled),
         other => return Err(Error::UnsupportedScheme(other.to_owned())),
     };
@@ -61,6 +60,9 @@ pub(crate) fn seeds(url: &str) -> Result<Seeds, Error> {
         }
         urls.push(url);
         addresses.push(host.to_owned());
+    }
+    if node_scheme == "rediss" {
+        crate::tls::provide();
     }
     Ok(Seeds {
         urls,
