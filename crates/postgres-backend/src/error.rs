@@ -187,6 +187,14 @@ mod tests {
     }
 
     #[test]
+    fn another_pool_failure_is_a_connection_failure_that_says_what_it_was() {
+        let err = from_pool(PoolError::NoRuntimeSpecified, Instant::now());
+        assert_eq!(err.kind(), "connection");
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(source, Some(PoolError::NoRuntimeSpecified.to_string()));
+    }
+
+    #[test]
     fn open_errors_say_whether_a_retry_may_help() {
         assert!(Error::Connect("refused".into()).is_transient());
         assert!(!Error::InvalidUrl("x".into()).is_transient());

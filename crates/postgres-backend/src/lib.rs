@@ -35,3 +35,28 @@ pub fn statement(op: &str, schema: &str) -> Option<String> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_benchmark_gets_each_statement_the_store_runs() {
+        let s = sql::Statements::new("\"s\"");
+        let ops = [
+            ("count", s.count),
+            ("reserve", s.reserve),
+            ("refund", s.refund),
+            ("get", s.get),
+            ("delete", s.delete),
+            ("claim", s.claim),
+            ("finish", s.finish),
+            ("release", s.release),
+            ("sweep", s.sweep),
+        ];
+        for (op, text) in ops {
+            assert_eq!(statement(op, "s").as_deref(), Some(text.as_str()), "{op}");
+        }
+        assert_eq!(statement("drop", "s"), None);
+    }
+}

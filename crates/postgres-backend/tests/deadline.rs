@@ -228,3 +228,47 @@ async fn a_deadline_already_passed_sends_nothing() {
     assert_timeout(store.count(&[counter(&key)], passed).await, "a count");
     assert_eq!(support::stored(&reader, &schema, &key).await, None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_its_caller_gave_up_on_takes_its_connection_out_of_the_pool() {
+    // The abandoned statement may still be running: its connection is
+    // closed, never handed to the next call.
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    let name = format!("lease_{}", schema.trim_start_matches("s_"));
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let store = support::open(&format!("{url}{separator}application_name={name}"), &schema).await;
+    let (mut locker, reader) = (support::client(&url).await, support::client(&url).await);
+    let key = format!("limit:abandoned:{}", tollgate_test_support::unique());
+    store.count(&[counter(&key)], long()).await.unwrap();
+    let connections = || async {
+        let sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1";
+        reader
+            .query_one(sql, &[&name])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    assert_eq!(connections().await, 1);
+
+    let lock =
+        format!("SELECT 1 FROM \"{schema}\".counters WHERE key = '{key}'::text::bytea FOR UPDATE");
+    let tx = locker.transaction().await.unwrap();
+    tx.batch_execute(&lock).await.unwrap();
+    let cut = tokio::time::timeout(BUDGET, store.count(&[counter(&key)], long())).await;
+    assert!(cut.is_err(), "the call was not cut off");
+    tx.commit().await.unwrap();
+    let mut left = connections().await;
+    for _ in 0..50 {
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        left = connections().await;
+    }
+    assert_eq!(
+        left, 0,
+        "the abandoned call's connection went back to the pool"
+    );
+    store.count(&[counter(&key)], long()).await.unwrap();
+}

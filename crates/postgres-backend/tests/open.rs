@@ -217,3 +217,68 @@ async fn a_lazy_store_on_an_unreachable_server_fails_transiently() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opening_gives_up_at_the_connect_timeout_on_a_server_that_never_answers() {
+    // A socket that accepts (the kernel completes the handshake) and never
+    // says anything: only the connect timeout ends the wait.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "postgres://app@127.0.0.1:{}/db",
+        silent.local_addr().unwrap().port()
+    );
+    let started = std::time::Instant::now();
+    let options = PostgresOptions::default().connect_timeout(Duration::from_millis(300));
+    let err = PostgresStore::open_with(&url, options).await.unwrap_err();
+    let took = started.elapsed();
+    assert!(err.is_transient(), "{err:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "open waited {took:?}, not its 300 ms"
+    );
+    drop(silent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_whose_preparation_lost_its_connection_may_be_opened_again() {
+    // Another instance holds the schema's advisory lock; the opening one
+    // waits for it, and its connection is terminated while it waits.
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    let mut locker = support::client(&url).await;
+    let admin = support::client(&url).await;
+    let tx = locker.transaction().await.unwrap();
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('tollgate-schema:' || $1::text, 0))",
+        &[&schema],
+    )
+    .await
+    .unwrap();
+    let opening = tokio::spawn({
+        let (url, schema) = (url.clone(), schema.clone());
+        async move { PostgresStore::open_with(&url, options(&schema)).await }
+    });
+    let waiting = "SELECT pid FROM pg_stat_activity \
+                   WHERE wait_event_type = 'Lock' AND query LIKE '%tollgate-schema%' \
+                   AND pid <> pg_backend_pid()";
+    let mut terminated = false;
+    for _ in 0..100 {
+        let rows = admin.query(waiting, &[]).await.unwrap();
+        if let Some(row) = rows.first() {
+            let pid: i32 = row.get(0);
+            admin
+                .execute("SELECT pg_terminate_backend($1)", &[&pid])
+                .await
+                .unwrap();
+            terminated = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(terminated, "the opening store never waited for the lock");
+    let err = opening.await.unwrap().unwrap_err();
+    tx.rollback().await.unwrap();
+    assert!(matches!(err, Error::Schema { .. }), "{err:?}");
+    assert!(err.is_transient(), "{err:?}");
+    support::open(&url, &schema).await;
+}
