@@ -108,6 +108,22 @@ async fn a_schema_holding_foreign_tables_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_of_this_version_missing_a_table_is_refused_not_used() {
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    drop(support::open(&url, &schema).await);
+    let client = support::client(&url).await;
+    client
+        .batch_execute(&format!("DROP TABLE \"{schema}\".marks"))
+        .await
+        .unwrap();
+    match PostgresStore::open_with(&url, options(&schema)).await {
+        Err(Error::ForeignSchema { table, .. }) => assert_eq!(table, "counters"),
+        other => panic!("opened a store schema without its marks table: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_existing_empty_schema_is_used_and_both_url_schemes_open() {
     let url = support::server().url();
     let schema = support::unique_schema();
