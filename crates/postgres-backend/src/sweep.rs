@@ -25,10 +25,9 @@ pub(crate) fn spawn(
                 return;
             }
             match tokio::time::timeout(SWEEP_BUDGET, sweep(&pool, &sql, batch)).await {
-                Ok(Ok(removed)) if removed > 0 => {
+                Ok(Ok(removed)) => {
                     tracing::debug!(removed, "tollgate-postgres: swept expired entries");
                 }
-                Ok(Ok(_)) => {}
                 Ok(Err(err)) => {
                     tracing::warn!(kind = err.kind(), "tollgate-postgres: sweep failed");
                 }

@@ -1,5 +1,6 @@
 //! Opening a store: the versioned schema, concurrent first opens, URLs,
-//! typed errors that never show the password, and the lazy constructor.
+//! typed errors that never show the password, the lazy constructor, and a
+//! schema tampered with after it was made.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -121,6 +122,31 @@ async fn a_schema_of_this_version_missing_a_table_is_refused_not_used() {
         Err(Error::ForeignSchema { table, .. }) => assert_eq!(table, "counters"),
         other => panic!("opened a store schema without its marks table: {other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_count_out_of_range_is_an_invalid_reply_never_a_count() {
+    // Only by hand, past the table's own check: the store still refuses
+    // to read a count no store wrote.
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    let store = support::open(&url, &schema).await;
+    let key = format!("limit:huge:{}", tollgate_test_support::unique());
+    store.count(&[counter(&key)], deadline()).await.unwrap();
+    let client = support::client(&url).await;
+    let table = format!("\"{schema}\".counters");
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE {table} DROP CONSTRAINT counters_value_check; \
+             UPDATE {table} SET value = 9007199254740993"
+        ))
+        .await
+        .unwrap();
+    let read = store.get(&[key.clone()], deadline()).await;
+    assert!(matches!(read, Err(StoreError::InvalidReply(_))), "{read:?}");
+    // A count saturates there, as every count does.
+    let counted = store.count(&[counter(&key)], deadline()).await;
+    assert_eq!(counted.ok(), Some(vec![tollgate_core::MAX_COUNT]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -196,3 +196,35 @@ async fn the_sweep_removes_expired_rows_and_ends_with_the_store() {
     }
     assert_eq!(connections().await, 0, "a connection outlived the store");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_on_demand_says_how_many_expired_entries_it_removed() {
+    let server = support::server();
+    let schema = support::unique_schema();
+    let store = PostgresStore::open_with(
+        &server.url(),
+        PostgresOptions::default()
+            .schema(&schema)
+            .sweep(Duration::ZERO, 10),
+    )
+    .await
+    .unwrap();
+    let id = tollgate_test_support::unique();
+    let short = Duration::from_millis(50);
+    let counters: Vec<Counter> = (0..3)
+        .map(|i| counter(&format!("limit:gone:{id}:{i}"), short))
+        .collect();
+    store.count(&counters, long()).await.unwrap();
+    store
+        .claim(&format!("mark:gone:{id}"), "t", short, long())
+        .await
+        .unwrap();
+    let live = format!("limit:live:{id}");
+    store
+        .count(&[counter(&live, Duration::from_secs(600))], long())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(store.sweep().await.unwrap(), 4, "three counters and a mark");
+    assert_eq!(store.sweep().await.unwrap(), 0, "nothing left to remove");
+}
