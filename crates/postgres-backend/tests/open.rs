@@ -142,7 +142,7 @@ async fn a_stored_count_out_of_range_is_an_invalid_reply_never_a_count() {
         ))
         .await
         .unwrap();
-    let read = store.get(&[key.clone()], deadline()).await;
+    let read = store.get(std::slice::from_ref(&key), deadline()).await;
     assert!(matches!(read, Err(StoreError::InvalidReply(_))), "{read:?}");
     // A count saturates there, as every count does.
     let counted = store.count(&[counter(&key)], deadline()).await;
