@@ -279,6 +279,14 @@ mod tests {
     }
 
     #[test]
+    fn its_metrics_and_logs_name_it_redis_cluster() {
+        use tollgate_core::CounterStore as _;
+        let store = RedisClusterStore::open("redis-cluster://127.0.0.1:1")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(store.name(), "redis-cluster");
+    }
+
+    #[test]
     fn never_shows_the_password() {
         let store = RedisClusterStore::open("redis-cluster://u:hunter2@127.0.0.1:1,127.0.0.1:2")
             .unwrap_or_else(|e| panic!("{e}"));

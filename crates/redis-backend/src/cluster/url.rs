@@ -104,6 +104,8 @@ mod tests {
             "redis-cluster://a:1,,b:2",
             "redis-cluster://a:1/3",
             "redis-cluster://a:x",
+            "redis-cluster://a:1,b:2?db=1",
+            "redis-cluster://a:1#b:2",
         ] {
             assert!(
                 matches!(seeds(url), Err(Error::InvalidUrl(_))),
