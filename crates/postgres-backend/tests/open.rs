@@ -150,6 +150,36 @@ async fn a_stored_count_out_of_range_is_an_invalid_reply_never_a_count() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_refused_by_the_server_fails_at_once_with_that_error() {
+    // Only a race with a new counter is tried again; a statement the
+    // server refuses (here a check added by hand) is answered as it is.
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    let store = support::open(&url, &schema).await;
+    let client = support::client(&url).await;
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE \"{schema}\".counters ADD CONSTRAINT tiny CHECK (value < 1)"
+        ))
+        .await
+        .unwrap();
+    let key = format!("limit:refused:{}", tollgate_test_support::unique());
+    let started = std::time::Instant::now();
+    let batch = [counter(&key)];
+    let reserve = store.reserve(&batch, deadline());
+    let result = tokio::time::timeout(Duration::from_secs(3), reserve).await;
+    let took = started.elapsed();
+    match result {
+        Ok(Err(err @ StoreError::Backend(_))) => assert!(!err.is_transient()),
+        other => panic!("after {took:?}: {other:?}"),
+    }
+    assert!(
+        took < Duration::from_secs(2),
+        "the refused statement was tried for {took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_existing_empty_schema_is_used_and_both_url_schemes_open() {
     let url = support::server().url();
     let schema = support::unique_schema();
