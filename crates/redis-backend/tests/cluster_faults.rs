@@ -460,3 +460,46 @@ async fn a_reservation_refused_on_one_slot_leaves_the_others_as_they_were() {
     assert!(reply.applied);
     assert_eq!(reply.counts, [5, 10, 4]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefixed_cluster_store_keeps_its_counters_under_its_prefix() {
+    let cluster = shared_cluster().await;
+    let options = tollgate_redis::RedisOptions::default().key_prefix("app1:");
+    let store = RedisClusterStore::open_with(&cluster.url(), options).unwrap();
+    let key = format!("limit:prefixed:{}:1", tollgate_test_support::unique());
+    let counter = Counter {
+        key: key.clone(),
+        ttl: Duration::from_secs(60),
+        cost: 3,
+        max: 10,
+    };
+    assert_eq!(store.count(&[counter], deadline()).await.unwrap(), vec![3]);
+    let mut raw = raw(cluster).await;
+    assert_eq!(stored(&mut raw, &format!("app1:{key}")).await, 3);
+    assert_eq!(
+        stored(&mut raw, &key).await,
+        0,
+        "written without its prefix"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_past_its_deadline_is_answered_as_a_timeout_and_applies_nothing() {
+    let cluster = shared_cluster().await;
+    let store = RedisClusterStore::open(&cluster.url()).unwrap();
+    let key = format!("limit:late:{}:1", tollgate_test_support::unique());
+    let counter = Counter {
+        key: key.clone(),
+        ttl: Duration::from_secs(60),
+        cost: 1,
+        max: 10,
+    };
+    // A deadline already behind the cluster's clock by more than the skew
+    // margin: the script refuses it.
+    let past = tollgate_core::Deadline::after(Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let err = store.count(&[counter], past).await.unwrap_err();
+    assert_eq!(err.kind(), "timeout", "{err:?}");
+    let mut raw = raw(cluster).await;
+    assert_eq!(stored(&mut raw, &key).await, 0);
+}
