@@ -467,12 +467,7 @@ async fn a_prefixed_cluster_store_keeps_its_counters_under_its_prefix() {
     let options = tollgate_redis::RedisOptions::default().key_prefix("app1:");
     let store = RedisClusterStore::open_with(&cluster.url(), options).unwrap();
     let key = format!("limit:prefixed:{}:1", tollgate_test_support::unique());
-    let counter = Counter {
-        key: key.clone(),
-        ttl: Duration::from_secs(60),
-        cost: 3,
-        max: 10,
-    };
+    let counter = minute_counter(&key, 3);
     assert_eq!(store.count(&[counter], deadline()).await.unwrap(), vec![3]);
     let mut raw = raw(cluster).await;
     assert_eq!(stored(&mut raw, &format!("app1:{key}")).await, 3);
@@ -488,12 +483,7 @@ async fn a_call_past_its_deadline_is_answered_as_a_timeout_and_applies_nothing()
     let cluster = shared_cluster().await;
     let store = RedisClusterStore::open(&cluster.url()).unwrap();
     let key = format!("limit:late:{}:1", tollgate_test_support::unique());
-    let counter = Counter {
-        key: key.clone(),
-        ttl: Duration::from_secs(60),
-        cost: 1,
-        max: 10,
-    };
+    let counter = minute_counter(&key, 1);
     // A deadline already behind the cluster's clock by more than the skew
     // margin: the script refuses it.
     let past = tollgate_core::Deadline::after(Duration::ZERO);
@@ -502,4 +492,14 @@ async fn a_call_past_its_deadline_is_answered_as_a_timeout_and_applies_nothing()
     assert_eq!(err.kind(), "timeout", "{err:?}");
     let mut raw = raw(cluster).await;
     assert_eq!(stored(&mut raw, &key).await, 0);
+}
+
+/// A counter on `key` costing `cost`, of max 10, living a minute.
+fn minute_counter(key: &str, cost: u64) -> Counter {
+    Counter {
+        key: key.to_owned(),
+        ttl: Duration::from_secs(60),
+        cost,
+        max: 10,
+    }
 }

@@ -34,25 +34,23 @@ impl Logs {
         level: tracing::Level,
         future: F,
     ) -> F::Output {
-        let logs = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(level)
-            .with_writer(move || logs.clone())
-            .finish();
-        future.with_subscriber(subscriber).await
+        future.with_subscriber(self.subscriber(level)).await
     }
 
     /// Runs `f` on this thread, keeping what it logs at `level` and above
     /// (for code that logs outside any future, such as a worker thread's).
     pub fn capture_blocking<T>(&self, level: tracing::Level, f: impl FnOnce() -> T) -> T {
+        tracing::subscriber::with_default(self.subscriber(level), f)
+    }
+
+    /// A subscriber writing into these logs at `level` and above.
+    fn subscriber(&self, level: tracing::Level) -> impl tracing::Subscriber + Send + Sync {
         let logs = self.clone();
-        let subscriber = tracing_subscriber::fmt()
+        tracing_subscriber::fmt()
             .with_ansi(false)
             .with_max_level(level)
             .with_writer(move || logs.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, f)
+            .finish()
     }
 
     /// What was logged.
