@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -12,6 +12,7 @@ use tollgate_core::{
     RetryPolicy, Rule, StoreError, Window, async_trait,
 };
 use tollgate_memory::MemoryStore;
+use tollgate_test_support::Faulty;
 
 /// A clock the tests move (`ManualClock` is behind the core's `test-util`).
 #[derive(Clone, Debug)]
@@ -36,63 +37,8 @@ impl Clock for ManualClock {
 /// 2026-06-15T12:00:30Z.
 const NOON: u64 = 20_619 * 86_400 + 43_230;
 
-/// The memory store, counting the counter calls it receives.
-#[derive(Debug)]
-struct Counted {
-    store: MemoryStore,
-    calls: AtomicUsize,
-}
-
-impl Counted {
-    fn hit(&self) {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-#[async_trait]
-impl CounterStore for Counted {
-    async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.hit();
-        self.store.count(c, d).await
-    }
-    async fn reserve(&self, c: &[Counter], d: Deadline) -> Result<Reservation, StoreError> {
-        self.hit();
-        self.store.reserve(c, d).await
-    }
-    async fn refund(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.hit();
-        self.store.refund(c, d).await
-    }
-    async fn get(&self, k: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.hit();
-        self.store.get(k, d).await
-    }
-    async fn delete(&self, k: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.hit();
-        self.store.delete(k, d).await
-    }
-    async fn claim(
-        &self,
-        k: &str,
-        t: &str,
-        ttl: Duration,
-        d: Deadline,
-    ) -> Result<Claim, StoreError> {
-        self.store.claim(k, t, ttl, d).await
-    }
-    async fn finish(
-        &self,
-        k: &str,
-        t: &str,
-        ttl: Duration,
-        d: Deadline,
-    ) -> Result<bool, StoreError> {
-        self.store.finish(k, t, ttl, d).await
-    }
-    async fn release(&self, k: &str, t: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.store.release(k, t, d).await
-    }
-}
+/// The memory store, counting the calls it receives.
+type Counted = Faulty<MemoryStore>;
 
 fn rule(name: &str, max: u64, window: Window) -> Rule {
     Rule::new(name, max, window)
@@ -101,15 +47,12 @@ fn rule(name: &str, max: u64, window: Window) -> Rule {
 }
 
 fn limiter(clock: &ManualClock) -> (Limiter, Arc<Counted>) {
-    let store = Arc::new(Counted {
-        store: MemoryStore::with_clock(clock.clone()),
-        calls: AtomicUsize::new(0),
-    });
+    let store = Arc::new(Faulty::new(MemoryStore::with_clock(clock.clone())));
     (Limiter::with_parts(store.clone(), clock.clone()), store)
 }
 
 fn calls(store: &Counted) -> usize {
-    store.calls.load(Ordering::SeqCst)
+    store.calls()
 }
 
 #[tokio::test]

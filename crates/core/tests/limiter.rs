@@ -7,14 +7,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tollgate_core::{
-    Claim, Clock, Counter, CounterStore, Deadline, Limit, Limiter, Reservation, RetryPolicy, Rule,
-    StoreError, Window, async_trait,
-};
+use tollgate_core::{Clock, Limit, Limiter, RetryPolicy, Rule, Window};
 use tollgate_memory::MemoryStore;
+use tollgate_test_support::{Call, Faulty};
 
 /// 2026-06-15T12:00:30Z.
 const NOON: u64 = 20_619 * 86_400 + 43_230;
@@ -28,54 +25,11 @@ impl Clock for Stopped {
     }
 }
 
-/// The memory store, counting the reservations it receives.
-#[derive(Debug, Default)]
-struct Counted {
-    store: MemoryStore,
-    reserves: AtomicUsize,
-    refunds: AtomicUsize,
-}
+/// The memory store, counting the calls it receives.
+type Counted = Faulty<MemoryStore>;
 
-#[async_trait]
-impl CounterStore for Counted {
-    async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.store.count(c, d).await
-    }
-    async fn reserve(&self, c: &[Counter], d: Deadline) -> Result<Reservation, StoreError> {
-        self.reserves.fetch_add(1, Ordering::SeqCst);
-        self.store.reserve(c, d).await
-    }
-    async fn refund(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.refunds.fetch_add(1, Ordering::SeqCst);
-        self.store.refund(c, d).await
-    }
-    async fn get(&self, k: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.store.get(k, d).await
-    }
-    async fn delete(&self, k: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.store.delete(k, d).await
-    }
-    async fn claim(
-        &self,
-        k: &str,
-        t: &str,
-        ttl: Duration,
-        d: Deadline,
-    ) -> Result<Claim, StoreError> {
-        self.store.claim(k, t, ttl, d).await
-    }
-    async fn finish(
-        &self,
-        k: &str,
-        t: &str,
-        ttl: Duration,
-        d: Deadline,
-    ) -> Result<bool, StoreError> {
-        self.store.finish(k, t, ttl, d).await
-    }
-    async fn release(&self, k: &str, t: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.store.release(k, t, d).await
-    }
+fn counted() -> Arc<Counted> {
+    Arc::new(Faulty::new(MemoryStore::default()))
 }
 
 fn limit(max: u64, cost: u64) -> Limit {
@@ -100,14 +54,14 @@ async fn refusals_after_a_full_counter(
         !refused.is_allowed() && !refused.is_local(),
         "the store refuses first"
     );
-    let before = store.reserves.load(Ordering::SeqCst);
+    let before = store.calls_to(Call::Reserve);
     let mut local = 0;
     for _ in 0..again {
         let verdict = limiter.reserve(&full).await.unwrap();
         assert!(!verdict.is_allowed());
         local += usize::from(verdict.is_local());
     }
-    (local, store.reserves.load(Ordering::SeqCst) - before)
+    (local, store.calls_to(Call::Reserve) - before)
 }
 
 /// Capacity 0 is no cache: every refusal is the store's. Any other capacity
@@ -120,7 +74,7 @@ async fn a_cache_of_capacity_zero_is_none_and_any_other_answers_refusals_locally
         (Some(8), true),
         (None, true),
     ] {
-        let store = Arc::new(Counted::default());
+        let store = counted();
         let limiter = Limiter::with_parts(store.clone(), Stopped);
         let limiter = match capacity {
             Some(capacity) => limiter.with_cache_capacity(capacity),
@@ -177,23 +131,19 @@ async fn remaining_is_over_only_when_the_next_call_would_not_fit() {
 /// settling below it refunds the difference in one call.
 #[tokio::test]
 async fn settling_at_the_estimate_asks_the_store_nothing() {
-    let store = Arc::new(Counted::default());
+    let store = counted();
     let limiter = Limiter::with_parts(store.clone(), Stopped);
     let estimate = [limit(10, 4)];
     let spent = limiter.reserve(&estimate).await.unwrap();
     assert!(spent.is_allowed());
     limiter.settle(&spent, "ask", 4).await.unwrap();
-    assert_eq!(
-        store.refunds.load(Ordering::SeqCst),
-        0,
-        "nothing to give back"
-    );
+    assert_eq!(store.calls_to(Call::Refund), 0, "nothing to give back");
     let read = limiter.remaining(&[limit(10, 1)]).await.unwrap();
     assert_eq!(read[0].remaining(), 6);
 
     let spent = limiter.reserve(&estimate).await.unwrap();
     limiter.settle(&spent, "ask", 1).await.unwrap();
-    assert_eq!(store.refunds.load(Ordering::SeqCst), 1);
+    assert_eq!(store.calls_to(Call::Refund), 1);
     let read = limiter.remaining(&[limit(10, 1)]).await.unwrap();
     assert_eq!(read[0].remaining(), 5, "4 + 1 spent of 10");
 }

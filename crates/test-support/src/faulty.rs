@@ -20,12 +20,34 @@ pub enum Fault {
     Hang,
 }
 
-/// Wraps a real store and fails on demand; counts the calls it receives.
+/// A store operation, for [`Faulty::calls_to`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// [`CounterStore::count`].
+    Count,
+    /// [`CounterStore::reserve`].
+    Reserve,
+    /// [`CounterStore::refund`].
+    Refund,
+    /// [`CounterStore::get`].
+    Get,
+    /// [`CounterStore::delete`].
+    Delete,
+    /// [`CounterStore::claim`].
+    Claim,
+    /// [`CounterStore::finish`].
+    Finish,
+    /// [`CounterStore::release`].
+    Release,
+}
+
+/// Wraps a real store and fails on demand; counts the calls it receives,
+/// by operation.
 #[derive(Debug)]
 pub struct Faulty<S> {
     inner: S,
     fault: Mutex<Fault>,
-    calls: AtomicUsize,
+    calls: [AtomicUsize; 8],
 }
 
 impl<S: CounterStore> Faulty<S> {
@@ -34,7 +56,7 @@ impl<S: CounterStore> Faulty<S> {
         Faulty {
             inner,
             fault: Mutex::new(Fault::None),
-            calls: AtomicUsize::new(0),
+            calls: Default::default(),
         }
     }
 
@@ -45,11 +67,16 @@ impl<S: CounterStore> Faulty<S> {
 
     /// How many calls reached this wrapper.
     pub fn calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
+        self.calls.iter().map(|n| n.load(Ordering::SeqCst)).sum()
     }
 
-    async fn gate(&self) -> Result<(), StoreError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
+    /// How many calls of `call` reached this wrapper.
+    pub fn calls_to(&self, call: Call) -> usize {
+        self.calls[call as usize].load(Ordering::SeqCst)
+    }
+
+    async fn gate(&self, call: Call) -> Result<(), StoreError> {
+        self.calls[call as usize].fetch_add(1, Ordering::SeqCst);
         let fault = *self.fault.lock().unwrap_or_else(|p| p.into_inner());
         match fault {
             Fault::None => Ok(()),
@@ -74,7 +101,7 @@ impl<S: CounterStore> CounterStore for Faulty<S> {
         counters: &[Counter],
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
-        self.gate().await?;
+        self.gate(Call::Count).await?;
         self.inner.count(counters, deadline).await
     }
 
@@ -83,7 +110,7 @@ impl<S: CounterStore> CounterStore for Faulty<S> {
         counters: &[Counter],
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
-        self.gate().await?;
+        self.gate(Call::Reserve).await?;
         self.inner.reserve(counters, deadline).await
     }
 
@@ -92,17 +119,17 @@ impl<S: CounterStore> CounterStore for Faulty<S> {
         counters: &[Counter],
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
-        self.gate().await?;
+        self.gate(Call::Refund).await?;
         self.inner.refund(counters, deadline).await
     }
 
     async fn get(&self, keys: &[String], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.gate().await?;
+        self.gate(Call::Get).await?;
         self.inner.get(keys, deadline).await
     }
 
     async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
-        self.gate().await?;
+        self.gate(Call::Delete).await?;
         self.inner.delete(key, deadline).await
     }
 
@@ -113,7 +140,7 @@ impl<S: CounterStore> CounterStore for Faulty<S> {
         ttl: Duration,
         deadline: Deadline,
     ) -> Result<Claim, StoreError> {
-        self.gate().await?;
+        self.gate(Call::Claim).await?;
         self.inner.claim(key, token, ttl, deadline).await
     }
 
@@ -124,7 +151,7 @@ impl<S: CounterStore> CounterStore for Faulty<S> {
         ttl: Duration,
         deadline: Deadline,
     ) -> Result<bool, StoreError> {
-        self.gate().await?;
+        self.gate(Call::Finish).await?;
         self.inner.finish(key, token, ttl, deadline).await
     }
 
@@ -134,7 +161,7 @@ impl<S: CounterStore> CounterStore for Faulty<S> {
         token: &str,
         deadline: Deadline,
     ) -> Result<bool, StoreError> {
-        self.gate().await?;
+        self.gate(Call::Release).await?;
         self.inner.release(key, token, deadline).await
     }
 }

@@ -8,7 +8,7 @@ pub mod postgres_server;
 pub mod redis_cluster;
 pub mod redis_server;
 
-pub use faulty::{Fault, Faulty};
+pub use faulty::{Call, Fault, Faulty};
 pub use logs::Logs;
 
 use std::sync::atomic::{AtomicU64, Ordering};
