@@ -3,13 +3,14 @@
 //! and the one warning a missing peer address deserves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::task::{Context, Poll};
 
-use axum::extract::ConnectInfo;
-use http::request::Parts;
 use http::{Request, StatusCode};
+use support::parts;
 use tollgate_axum::{AddressSource, Error, Guard, Network, Problem, Trust, VisitorSource};
 use tollgate_core::{Limiter, Mode, Policy, Rule, Window};
 use tollgate_memory::MemoryStore;
@@ -17,19 +18,6 @@ use tower::{Layer, Service, ServiceExt};
 
 fn net(text: &str) -> Network {
     text.parse().unwrap_or_else(|e| panic!("{text}: {e}"))
-}
-
-fn parts(peer: Option<&str>, headers: &[(&str, &str)]) -> Parts {
-    let mut request = Request::get("/");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let mut request = request.body(()).unwrap();
-    if let Some(peer) = peer {
-        let addr: SocketAddr = peer.parse().unwrap();
-        request.extensions_mut().insert(ConnectInfo(addr));
-    }
-    request.into_parts().0
 }
 
 /// A source reports the trust and mode it was built with.

@@ -1,6 +1,8 @@
 //! Visitor identity under each trust setting.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::net::SocketAddr;
 
 use axum::Router;
@@ -10,23 +12,10 @@ use axum::routing::get;
 use http::request::Parts;
 use http::{Request, StatusCode};
 use serde_json::Value;
+use support::parts;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tollgate_axum::{AddressSource, ClientVisitor, Error, Network, Trust, VisitorSource};
 use tower::ServiceExt;
-
-/// A request head from `peer` (when given) with `headers`.
-fn parts(peer: Option<&str>, headers: &[(&str, &str)]) -> Parts {
-    let mut request = Request::get("/whoami");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let mut request = request.body(()).unwrap();
-    if let Some(peer) = peer {
-        let addr: SocketAddr = peer.parse().unwrap();
-        request.extensions_mut().insert(ConnectInfo(addr));
-    }
-    request.into_parts().0
-}
 
 fn visitor(source: &VisitorSource, parts: &Parts) -> Result<String, Error> {
     source.visitor(parts).map(|v| v.to_string())
