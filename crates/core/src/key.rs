@@ -53,11 +53,9 @@ impl Limit {
                 found: parts.len(),
             });
         }
-        let len = parts.iter().map(|p| p.as_ref().len() + 1).sum::<usize>();
-        let mut key = String::with_capacity(KEY_PREFIX.len() + rule.name().len() + len + 1);
-        key.push_str(KEY_PREFIX);
-        key.push_str(rule.name());
-        let last = parts.len().saturating_sub(1);
+        // `limit:<name>`, then `:<part>` each, then `:`: one allocation
+        // unless a part needs escaping.
+        let mut len = KEY_PREFIX.len() + rule.name().len() + 1;
         for (index, part) in parts.iter().enumerate() {
             let part = part.as_ref();
             if part.len() > MAX_PART_LEN {
@@ -66,12 +64,18 @@ impl Limit {
                     len: part.len(),
                 });
             }
-            key.push(':');
-            if index == last {
-                key.push_str(part);
-            } else {
-                escape_into(&mut key, part);
+            len += part.len() + 1;
+        }
+        let mut key = String::with_capacity(len);
+        key.push_str(KEY_PREFIX);
+        key.push_str(rule.name());
+        if let Some((last, init)) = parts.split_last() {
+            for part in init {
+                key.push(':');
+                escape_into(&mut key, part.as_ref());
             }
+            key.push(':');
+            key.push_str(last.as_ref());
         }
         key.push(':');
         Ok(Limit {

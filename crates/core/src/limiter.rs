@@ -11,6 +11,7 @@ use crate::{
     Clock, Counter, CounterStore, Deliveries, Error, Limit, Reservation, RetryPolicy, StoreError,
     SystemClock, Usage, Verdict, key, reply,
 };
+use crate::key::KEY_PREFIX;
 
 /// What a check does when the store fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -495,13 +496,25 @@ fn merge_duplicates(limits: &[Limit]) -> Vec<Limit> {
 
 fn check_distinct(limits: &[Limit]) -> Result<(), Error> {
     for (i, a) in limits.iter().enumerate() {
-        if limits[i + 1..].iter().any(|b| a.stored() == b.stored()) {
+        if limits[i + 1..].iter().any(|b| same_key(a.stored(), b.stored())) {
             // Not logged here: the caller gets the typed error, and keys may
             // come from requests (a log line per call would be theirs to write).
             return Err(Error::DuplicateKey(a.rule().name().to_owned()));
         }
     }
     Ok(())
+}
+
+/// Whether two stored keys are the same. The keys of one check mostly
+/// differ in length, in the rule name that follows the prefix, or in the
+/// end of the last part: those are compared as two words before the whole.
+fn same_key(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len()
+        && a.get(KEY_PREFIX.len()..).and_then(<[u8]>::first_chunk::<8>)
+            == b.get(KEY_PREFIX.len()..).and_then(<[u8]>::first_chunk::<8>)
+        && a.last_chunk::<8>() == b.last_chunk::<8>()
+        && a == b
 }
 
 /// The rule names of a check, comma-separated, for logs.
@@ -516,5 +529,28 @@ impl fmt::Display for Names<'_> {
             f.write_str(limit.rule().name())?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_key;
+
+    #[test]
+    fn keys_are_the_same_only_when_every_byte_is() {
+        for key in [
+            "limit:ask-tokens:docs:203.0.113.9:",
+            "limit:a:",
+            "limit:ab:c:",
+        ] {
+            assert!(same_key(key, key), "{key}");
+            assert!(!same_key(key, &key[..key.len() - 1]), "{key}");
+            for at in 0..key.len() {
+                let mut other = key.to_owned().into_bytes();
+                other[at] = b'#';
+                let other = String::from_utf8(other).unwrap_or_default();
+                assert!(!same_key(key, &other), "{key} / {other}");
+            }
+        }
     }
 }
