@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::cache::LocalCache;
+use crate::key::KEY_PREFIX;
 use crate::observe::{self, Op, Outcome, StoreCalls};
 use crate::store::MAX_COUNT;
 use crate::throttle::{Chain, Throttle};
@@ -11,7 +12,6 @@ use crate::{
     Clock, Counter, CounterStore, Deliveries, Error, Limit, Reservation, RetryPolicy, StoreError,
     SystemClock, Usage, Verdict, key, reply,
 };
-use crate::key::KEY_PREFIX;
 
 /// What a check does when the store fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -496,7 +496,10 @@ fn merge_duplicates(limits: &[Limit]) -> Vec<Limit> {
 
 fn check_distinct(limits: &[Limit]) -> Result<(), Error> {
     for (i, a) in limits.iter().enumerate() {
-        if limits[i + 1..].iter().any(|b| same_key(a.stored(), b.stored())) {
+        if limits[i + 1..]
+            .iter()
+            .any(|b| same_key(a.stored(), b.stored()))
+        {
             // Not logged here: the caller gets the typed error, and keys may
             // come from requests (a log line per call would be theirs to write).
             return Err(Error::DuplicateKey(a.rule().name().to_owned()));

@@ -1,10 +1,11 @@
 #![doc = include_str!("../README.md")]
 
+mod map;
+
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use hashbrown::HashMap;
-use hashbrown::hash_map::EntryRef;
+use map::Map;
 use tollgate_core::{
     Claim, Clock, Counter, CounterStore, Deadline, MARK_DONE, Reservation, StoreError, SystemClock,
     async_trait,
@@ -14,7 +15,7 @@ use tollgate_core::{
 /// several clients of one server.
 #[derive(Clone, Debug)]
 pub struct MemoryStore {
-    entries: Arc<Mutex<HashMap<String, Entry>>>,
+    entries: Arc<Mutex<Map<Entry>>>,
     clock: Arc<dyn Clock>,
 }
 
@@ -78,7 +79,7 @@ impl MemoryStore {
         live(&mut self.lock(), key, now).map(|e| e.expires_at.saturating_sub(now))
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+    fn lock(&self) -> MutexGuard<'_, Map<Entry>> {
         // A panic while holding the lock cannot leave an entry half-written
         // (entries are plain values), so a poisoned map is still consistent.
         self.entries
@@ -89,16 +90,12 @@ impl MemoryStore {
 
 /// The live entry of `key`, if any (an expired one stays until overwritten
 /// or removed, and is never read).
-fn live<'a>(
-    map: &'a mut HashMap<String, Entry>,
-    key: &str,
-    now: Duration,
-) -> Option<&'a mut Entry> {
+fn live<'a>(map: &'a mut Map<Entry>, key: &str, now: Duration) -> Option<&'a mut Entry> {
     map.get_mut(key).filter(|e| e.expires_at > now)
 }
 
 /// The live count of `key`; 0 when absent (or a mark, which no counter shares a key with).
-fn count(map: &mut HashMap<String, Entry>, key: &str, now: Duration) -> u64 {
+fn count(map: &mut Map<Entry>, key: &str, now: Duration) -> u64 {
     match live(map, key, now).map(|e| &e.value) {
         Some(Value::Count(n)) => *n,
         _ => 0,
@@ -107,25 +104,20 @@ fn count(map: &mut HashMap<String, Entry>, key: &str, now: Duration) -> u64 {
 
 /// Adds a counter's cost: a live counter keeps its lifetime, a new one
 /// lives `ttl` from now. One hash of the key either way.
-fn add(map: &mut HashMap<String, Entry>, counter: &Counter, now: Duration) -> u64 {
+fn add(map: &mut Map<Entry>, counter: &Counter, now: Duration) -> u64 {
     let fresh = || Entry {
         value: Value::Count(counter.added_to(0)),
         expires_at: now.saturating_add(counter.ttl),
     };
-    match map.entry_ref(counter.key.as_str()) {
-        EntryRef::Occupied(occupied) => {
-            let entry = occupied.into_mut();
-            if let Value::Count(n) = &mut entry.value
-                && entry.expires_at > now
-            {
-                *n = counter.added_to(*n);
-                return *n;
-            }
-            *entry = fresh();
+    let (entry, new) = map.get_or_insert_with(&counter.key, fresh);
+    if !new {
+        if let Value::Count(n) = &mut entry.value
+            && entry.expires_at > now
+        {
+            *n = counter.added_to(*n);
+            return *n;
         }
-        EntryRef::Vacant(vacant) => {
-            vacant.insert(fresh());
-        }
+        *entry = fresh();
     }
     counter.added_to(0)
 }
@@ -202,7 +194,7 @@ impl CounterStore for MemoryStore {
             Some(Value::Mark(held)) if held == token => Ok(Claim::Acquired),
             Some(_) => Ok(Claim::Held),
             None => {
-                map.insert(key.to_owned(), Entry::mark(token, now, ttl));
+                map.insert(key, Entry::mark(token, now, ttl));
                 Ok(Claim::Acquired)
             }
         }
@@ -222,7 +214,7 @@ impl CounterStore for MemoryStore {
             Some(_) => return Ok(false),
             None => {}
         }
-        map.insert(key.to_owned(), Entry::mark(MARK_DONE, now, ttl));
+        map.insert(key, Entry::mark(MARK_DONE, now, ttl));
         Ok(true)
     }
 

@@ -1,0 +1,138 @@
+//! [`Map`]: the store's keys and entries, each key hashed once.
+//!
+//! A key's hash is kept with it, so a lookup compares hashes before bytes
+//! and growing the table moves entries without hashing any key again.
+
+use std::hash::BuildHasher;
+
+use hashbrown::DefaultHashBuilder;
+use hashbrown::hash_table::{Entry as Slot, HashTable};
+
+/// Entries by string key.
+#[derive(Debug)]
+pub(crate) struct Map<V> {
+    table: HashTable<Keyed<V>>,
+    hasher: DefaultHashBuilder,
+}
+
+impl<V> Default for Map<V> {
+    fn default() -> Map<V> {
+        Map {
+            table: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Keyed<V> {
+    hash: u64,
+    key: Box<str>,
+    value: V,
+}
+
+impl<V> Map<V> {
+    /// The value of `key`, if any.
+    pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        let hash = self.hasher.hash_one(key);
+        self.table
+            .find_mut(hash, |k| k.hash == hash && *k.key == *key)
+            .map(|k| &mut k.value)
+    }
+
+    /// The value of `key`, made by `new` when there was none; and whether
+    /// it was.
+    pub(crate) fn get_or_insert_with(
+        &mut self,
+        key: &str,
+        new: impl FnOnce() -> V,
+    ) -> (&mut V, bool) {
+        let (hash, slot) = self.slot(key);
+        match slot {
+            Slot::Occupied(occupied) => (&mut occupied.into_mut().value, false),
+            Slot::Vacant(vacant) => {
+                let keyed = vacant.insert(Keyed {
+                    hash,
+                    key: key.into(),
+                    value: new(),
+                });
+                (&mut keyed.into_mut().value, true)
+            }
+        }
+    }
+
+    /// Sets `key` to `value`.
+    pub(crate) fn insert(&mut self, key: &str, value: V) {
+        let (hash, slot) = self.slot(key);
+        match slot {
+            Slot::Occupied(mut occupied) => occupied.get_mut().value = value,
+            Slot::Vacant(vacant) => {
+                vacant.insert(Keyed {
+                    hash,
+                    key: key.into(),
+                    value,
+                });
+            }
+        }
+    }
+
+    /// The hash of `key` and its place in the table.
+    fn slot(&mut self, key: &str) -> (u64, Slot<'_, Keyed<V>>) {
+        let hash = self.hasher.hash_one(key);
+        let slot = self
+            .table
+            .entry(hash, |k| k.hash == hash && *k.key == *key, |k| k.hash);
+        (hash, slot)
+    }
+
+    /// Removes `key`, if present.
+    pub(crate) fn remove(&mut self, key: &str) {
+        let hash = self.hasher.hash_one(key);
+        if let Ok(found) = self
+            .table
+            .find_entry(hash, |k| k.hash == hash && *k.key == *key)
+        {
+            found.remove();
+        }
+    }
+
+    /// Every value.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+        self.table.iter().map(|k| &k.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Map;
+
+    #[test]
+    fn every_key_stays_findable_as_the_table_grows() {
+        let mut map = Map::default();
+        for i in 0..5_000u32 {
+            assert_eq!(
+                map.get_or_insert_with(&format!("k{i}"), || i),
+                (&mut { i }, true)
+            );
+        }
+        for i in 0..5_000u32 {
+            assert_eq!(map.get_mut(&format!("k{i}")), Some(&mut { i }), "k{i}");
+            assert!(!map.get_or_insert_with(&format!("k{i}"), || 0).1);
+        }
+        assert_eq!(map.get_mut("k5000"), None);
+        assert_eq!(map.values().count(), 5_000);
+    }
+
+    #[test]
+    fn insert_replaces_and_remove_removes() {
+        let mut map = Map::default();
+        map.insert("a", 1);
+        map.insert("a", 2);
+        map.insert("b", 3);
+        assert_eq!(map.get_mut("a"), Some(&mut 2));
+        map.remove("a");
+        map.remove("absent");
+        assert_eq!(map.get_mut("a"), None);
+        assert_eq!(map.values().copied().collect::<Vec<_>>(), vec![3]);
+    }
+}
