@@ -48,17 +48,20 @@ impl Deadline {
     }
 
     /// The deadline on this process's monotonic clock.
+    #[inline]
     pub fn instant(&self) -> Instant {
         self.at
     }
 
     /// The deadline on the wall clock, in milliseconds since the Unix epoch.
+    #[inline]
     pub fn unix_millis(&self) -> u64 {
         self.unix_millis
     }
 
     /// The last wall-clock millisecond at which a store may apply the call:
     /// [`unix_millis`](Deadline::unix_millis) plus [`SKEW_MARGIN`](Deadline::SKEW_MARGIN).
+    #[inline]
     pub fn cutoff_unix_millis(&self) -> u64 {
         self.unix_millis
             .saturating_add(Deadline::SKEW_MARGIN.as_millis() as u64)

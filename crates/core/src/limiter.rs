@@ -238,7 +238,9 @@ impl Limiter {
     /// Metrics of a check, and a warning (rate-limited) for each shadow rule
     /// that would have refused it.
     fn report(&self, verdict: &Verdict, local: bool) {
-        observe::check(verdict, local);
+        if !observe::check(verdict, local) {
+            return;
+        }
         for usage in verdict.shadow_limited() {
             let key = format!("shadow:{}", usage.name());
             if let Some(suppressed) = self.logs.admit(&key) {

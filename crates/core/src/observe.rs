@@ -61,21 +61,24 @@ impl Outcome {
 }
 
 /// Counts a check's outcome once per rule of the check; a shadow rule that
-/// would have refused counts as `shadow-limited`.
-pub(crate) fn check(verdict: &Verdict, local: bool) {
+/// would have refused counts as `shadow-limited`. Whether one did.
+pub(crate) fn check(verdict: &Verdict, local: bool) -> bool {
     let outcome = match (verdict.is_allowed(), local) {
         (true, _) => Outcome::Allowed,
         (false, false) => Outcome::Limited,
         (false, true) => Outcome::AnsweredLocally,
     };
+    let mut shadow_limited = false;
     for usage in verdict.usage() {
         let outcome = if usage.is_shadow_over() {
+            shadow_limited = true;
             Outcome::ShadowLimited
         } else {
             outcome
         };
         usage.metrics().count(usage.shared_name(), outcome);
     }
+    shadow_limited
 }
 
 /// Counts a failed check (`degraded` or `unavailable`) once per rule.

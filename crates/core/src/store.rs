@@ -35,12 +35,14 @@ pub struct Counter {
 impl Counter {
     /// The count after adding this counter's cost to `count`, saturating at
     /// [`MAX_COUNT`]: what [`CounterStore::count`] stores.
+    #[inline]
     pub fn added_to(&self, count: u64) -> u64 {
         count.saturating_add(self.cost).min(MAX_COUNT)
     }
 
     /// Whether this counter's cost fits on top of `count` within its `max`:
     /// the condition [`CounterStore::reserve`] applies to every counter.
+    #[inline]
     pub fn fits(&self, count: u64) -> bool {
         count
             .checked_add(self.cost)
@@ -49,6 +51,7 @@ impl Counter {
 
     /// The count after giving this counter's cost back from `count`,
     /// never below zero: what [`CounterStore::refund`] stores.
+    #[inline]
     pub fn refunded_from(&self, count: u64) -> u64 {
         count.saturating_sub(self.cost)
     }
