@@ -154,6 +154,26 @@ async fn a_shadow_rule_is_counted_and_reported_but_never_refuses() {
     assert_eq!(left[1].remaining(), 1);
 }
 
+#[tokio::test]
+async fn a_shadow_rule_over_its_max_is_logged_by_name() {
+    let clock = ManualClock::new(Duration::from_secs(NOON));
+    let (limiter, _) = limiter(&clock);
+    let dark = rule("dark", 1, Window::DAY).with_shadow(true);
+    let limits = [
+        dark.limit(&["a"]).unwrap(),
+        rule("real", 5, Window::DAY).limit(&["a"]).unwrap(),
+    ];
+    let logs = tollgate_test_support::Logs::default();
+    logs.capture(limiter.count(&limits)).await.unwrap();
+    assert_eq!(logs.text(), "", "within its max: nothing to say");
+    logs.capture(limiter.count(&limits)).await.unwrap();
+    let text = logs.text();
+    assert!(
+        text.contains("shadow rule would have refused the call") && text.contains("rule=\"dark\""),
+        "{text}"
+    );
+}
+
 #[test]
 fn metrics_count_checks_by_rule_and_outcome() {
     let recorder = DebuggingRecorder::new();
