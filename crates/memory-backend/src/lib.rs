@@ -29,13 +29,13 @@ struct Entry {
 #[derive(Clone, Debug)]
 enum Value {
     Count(u64),
-    Mark(String),
+    Mark(Box<str>),
 }
 
 impl Entry {
     fn mark(value: &str, now: Duration, ttl: Duration) -> Entry {
         Entry {
-            value: Value::Mark(value.to_owned()),
+            value: Value::Mark(value.into()),
             expires_at: now.saturating_add(ttl),
         }
     }
@@ -191,7 +191,7 @@ impl CounterStore for MemoryStore {
         let now = self.clock.now();
         let mut map = self.lock();
         match live(&mut map, key, now).map(|e| &e.value) {
-            Some(Value::Mark(held)) if held == token => Ok(Claim::Acquired),
+            Some(Value::Mark(held)) if &**held == token => Ok(Claim::Acquired),
             Some(_) => Ok(Claim::Held),
             None => {
                 map.insert(key, Entry::mark(token, now, ttl));
@@ -210,7 +210,7 @@ impl CounterStore for MemoryStore {
         let now = self.clock.now();
         let mut map = self.lock();
         match live(&mut map, key, now).map(|e| &e.value) {
-            Some(Value::Mark(held)) if held == token || held == MARK_DONE => {}
+            Some(Value::Mark(held)) if &**held == token || &**held == MARK_DONE => {}
             Some(_) => return Ok(false),
             None => {}
         }
@@ -222,7 +222,7 @@ impl CounterStore for MemoryStore {
         let now = self.clock.now();
         let mut map = self.lock();
         match live(&mut map, key, now).map(|e| &e.value) {
-            Some(Value::Mark(held)) if held == token => {
+            Some(Value::Mark(held)) if &**held == token => {
                 map.remove(key);
                 Ok(true)
             }
