@@ -147,6 +147,7 @@ impl Limit {
 }
 
 /// `stored` (`limit:<key>:`) followed by the window index.
+#[inline]
 pub(crate) fn counter_key(stored: &str, index: u64) -> String {
     let mut digits = itoa::Buffer::new();
     let digits = digits.format(index);
