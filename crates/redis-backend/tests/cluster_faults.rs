@@ -277,6 +277,12 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
     let store = Counting::new(RedisClusterStore::open(&cluster.url()).unwrap());
     let failures = Arc::clone(&store.failures);
     let limiter = Arc::new(Limiter::new(store));
+    // A store that learns the slot map now and is idle during the move: its
+    // first call after it is answered `MOVED`, which it follows within the
+    // call (no retry to find the slot).
+    let stale = RedisClusterStore::open(&cluster.url()).unwrap();
+    let late = minute_counter(&format!("limit:mv-stale:{{{tag}}}:1"), 1);
+    stale.count(std::slice::from_ref(&late), deadline()).await.unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
     let counts = vec![
@@ -296,6 +302,7 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
     .await
     .unwrap();
     let took = started.elapsed();
+    let after_move = stale.count(std::slice::from_ref(&late), deadline()).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
     let counts = joined(counts).await;
@@ -320,6 +327,11 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
         tally(&reservations, Outcome::Allowed),
     );
     assert_eq!(cluster.primary_of(moving), to);
+    assert_eq!(
+        after_move.map_err(|e| e.to_string()),
+        Ok(vec![2]),
+        "a store with the old slot map follows the MOVED in one call"
+    );
     assert!(
         during(&counts) > 0 && during(&reservations) > 0,
         "no load during the move"
