@@ -282,7 +282,10 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
     // call (no retry to find the slot).
     let stale = RedisClusterStore::open(&cluster.url()).unwrap();
     let late = minute_counter(&format!("limit:mv-stale:{{{tag}}}:1"), 1);
-    stale.count(std::slice::from_ref(&late), deadline()).await.unwrap();
+    stale
+        .count(std::slice::from_ref(&late), deadline())
+        .await
+        .unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
     let counts = vec![
@@ -496,14 +499,62 @@ async fn a_call_past_its_deadline_is_answered_as_a_timeout_and_applies_nothing()
     let store = RedisClusterStore::open(&cluster.url()).unwrap();
     let key = format!("limit:late:{}:1", tollgate_test_support::unique());
     let counter = minute_counter(&key, 1);
-    // A deadline already behind the cluster's clock by more than the skew
-    // margin: the script refuses it.
+    // A deadline already passed: the store answers without sending (the
+    // next test has the primary's script refuse one).
     let past = tollgate_core::Deadline::after(Duration::ZERO);
     tokio::time::sleep(Duration::from_millis(50)).await;
     let err = store.count(&[counter], past).await.unwrap_err();
     assert_eq!(err.kind(), "timeout", "{err:?}");
     let mut raw = raw(cluster).await;
     assert_eq!(stored(&mut raw, &key).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_its_primary_runs_past_the_deadline_is_a_timeout_and_applies_nothing() {
+    // A private cluster: its primary is kept busy for a quarter second.
+    let _serial = SERIAL.lock().await;
+    let cluster = private_cluster().await;
+    let store = RedisClusterStore::open(&cluster.url()).unwrap();
+    let tag = tollgate_test_support::unique();
+    let key = format!("limit:busy-late:{{{tag}}}:1");
+    let counter = minute_counter(&key, 1);
+    store
+        .count(std::slice::from_ref(&counter), deadline())
+        .await
+        .unwrap();
+    // A script that holds the slot's primary for 250 ms; the call queues
+    // behind it within its deadline and is run after it: the store's
+    // script finds the deadline passed and answers DEADLINE.
+    let mut raw = raw(&cluster).await;
+    let hold = tokio::spawn(async move {
+        let _: () = redis::cmd("EVAL")
+            .arg(
+                "local t = redis.call('TIME') local from = t[1] * 1e6 + t[2] \
+                 repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - from > 250000",
+            )
+            .arg(1)
+            .arg(format!("{{{tag}}}:hold"))
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        raw
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let started = Instant::now();
+    let late = store
+        .count(
+            std::slice::from_ref(&counter),
+            tollgate_core::Deadline::after(Duration::from_millis(50)),
+        )
+        .await;
+    let took = started.elapsed();
+    let mut raw = hold.await.unwrap();
+    assert_eq!(late.map_err(|e| e.kind()), Err("timeout"));
+    assert!(
+        took >= Duration::from_millis(150),
+        "answered in {took:?}: before the primary ran it"
+    );
+    assert_eq!(stored(&mut raw, &key).await, 1, "the late call was applied");
 }
 
 /// A counter on `key` costing `cost`, of max 10, living a minute.
