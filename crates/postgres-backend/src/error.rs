@@ -55,6 +55,16 @@ pub enum Error {
         /// The table found.
         table: String,
     },
+    /// The schema is a counter store's, of this version, but one of its
+    /// tables is gone (dropped by hand, say): refused rather than recreated,
+    /// since the counts or marks it held are lost.
+    #[error("schema `{schema}` is a counter store's but lacks its table `{table}`")]
+    IncompleteSchema {
+        /// The schema's name.
+        schema: String,
+        /// The table missing.
+        table: String,
+    },
     /// Any other failure while checking or creating the schema (no
     /// privilege to create it, for example).
     #[error("cannot prepare the counter store's schema `{schema}`")]

@@ -90,7 +90,13 @@ pub(crate) async fn prepare(client: &mut Client, name: &str, quoted: &str) -> Re
     };
     match version {
         Some(SCHEMA_VERSION) if counters && marks => {}
-        Some(found) if found != SCHEMA_VERSION => {
+        Some(SCHEMA_VERSION) => {
+            return Err(Error::IncompleteSchema {
+                schema: name.to_owned(),
+                table: if counters { "marks" } else { "counters" }.to_owned(),
+            });
+        }
+        Some(found) => {
             return Err(Error::UnknownSchemaVersion {
                 schema: name.to_owned(),
                 found,
@@ -118,7 +124,7 @@ pub(crate) async fn prepare(client: &mut Client, name: &str, quoted: &str) -> Re
             .await
             .map_err(failed)?;
         }
-        _ => {
+        None => {
             let table = if counters { "counters" } else { "marks" };
             return Err(Error::ForeignSchema {
                 schema: name.to_owned(),

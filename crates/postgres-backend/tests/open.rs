@@ -119,7 +119,13 @@ async fn a_schema_of_this_version_missing_a_table_is_refused_not_used() {
         .await
         .unwrap();
     match PostgresStore::open_with(&url, options(&schema)).await {
-        Err(Error::ForeignSchema { table, .. }) => assert_eq!(table, "counters"),
+        Err(err @ Error::IncompleteSchema { .. }) => {
+            assert!(!err.is_transient());
+            assert_eq!(
+                err.to_string(),
+                format!("schema `{schema}` is a counter store's but lacks its table `marks`")
+            );
+        }
         other => panic!("opened a store schema without its marks table: {other:?}"),
     }
 }
