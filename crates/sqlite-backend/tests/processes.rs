@@ -1,22 +1,22 @@
 //! Several OS processes on one file: limits hold across them, and a killed
 //! process loses no count it acknowledged.
 //!
-//! The children are this test binary itself, started with
-//! `TOLLGATE_SQLITE_CHILD_ROLE` set. The binary has its own `main`
-//! (`harness = false`), so a child is not a test: without the variable,
-//! `main` runs the tests below and prints one line per test and a summary.
+//! The children are this test binary itself, in a role
+//! (`tollgate_test_support::processes`). The binary has its own `main`
+//! (`harness = false`), so a child is not a test: without a role, `main`
+//! runs the tests below and prints one line per test and a summary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate_core::{Counter, CounterStore, Deadline, Limiter, ManualClock, Rule, Window};
 use tollgate_sqlite::SqliteStore;
+use tollgate_test_support::processes::{self, ChildProcess, Test};
 
-const ROLE: &str = "TOLLGATE_SQLITE_CHILD_ROLE";
 const FILE: &str = "TOLLGATE_SQLITE_CHILD_FILE";
 const KEY: &str = "TOLLGATE_SQLITE_CHILD_KEY";
 
@@ -31,63 +31,44 @@ const MAX: u64 = 2 * ATTEMPTS / 3;
 /// A fixed time for the racers' limiter, so both count in one window.
 const RACE_TIME: Duration = Duration::from_secs(1_700_000_030);
 
-fn main() {
+fn main() -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
         .build()
         .unwrap();
-    match std::env::var(ROLE) {
-        Ok(role) => runtime.block_on(child(&role)),
-        Err(_) => run_tests(&runtime),
+    if let Some(role) = processes::role() {
+        runtime.block_on(child(&role));
+        return ExitCode::SUCCESS;
     }
-}
-
-/// The tests of this binary, run one after the other; exits non-zero when one fails.
-fn run_tests(runtime: &tokio::runtime::Runtime) {
-    type Test = fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
-    let tests: [(&str, Test); 3] = [
+    let tests: [(&str, Test<()>); 3] = [
         (
             "two_processes_counting_on_one_file_never_allow_more_than_max",
-            || Box::pin(two_processes_race(false)),
+            |_| Box::pin(two_processes_race(false)),
         ),
         (
             "two_processes_reserving_on_one_file_allow_exactly_max",
-            || Box::pin(two_processes_race(true)),
+            |_| Box::pin(two_processes_race(true)),
         ),
-        ("counts_acknowledged_before_a_kill_survive_it", || {
+        ("counts_acknowledged_before_a_kill_survive_it", |_| {
             Box::pin(counts_acknowledged_before_a_kill_survive_it())
         }),
     ];
-    let mut failed = 0;
-    println!("\nrunning {} tests", tests.len());
-    for (name, test) in tests {
-        let result = std::panic::catch_unwind(|| runtime.block_on(test()));
-        println!(
-            "test {name} ... {}",
-            if result.is_ok() { "ok" } else { "FAILED" }
-        );
-        failed += usize::from(result.is_err());
-    }
-    println!("\n{} passed, {failed} failed\n", tests.len() - failed);
-    if failed > 0 {
-        std::process::exit(101);
-    }
+    processes::run_tests(&runtime, &(), &tests)
 }
 
-/// What a child does, chosen by the parent through the environment.
+/// What a child does in `role`.
 async fn child(role: &str) {
-    // A child never outlives a stuck parent by long: the parent then sees
-    // its output end and fails instead of hanging.
-    std::thread::spawn(|| {
-        std::thread::sleep(CHILD_LIFETIME);
-        std::process::exit(2);
-    });
+    processes::exit_after(CHILD_LIFETIME);
     let file = std::env::var(FILE).unwrap();
     let key = std::env::var(KEY).unwrap();
     let store = SqliteStore::open(&file).unwrap();
     match role {
-        "count" | "reserve" => race(store, &key, role == "reserve").await,
+        "count" | "reserve" => {
+            let limit = race_rule().limit(&[key]).unwrap();
+            let limiter = Limiter::with_parts(store, ManualClock::new(RACE_TIME));
+            processes::race(&limiter, &limit, TASKS, ROUNDS, role == "reserve").await;
+        }
         "burst" => burst(store, &key).await,
         other => panic!("unknown role {other}"),
     }
@@ -103,38 +84,6 @@ fn race_rule() -> Rule {
 /// A generous deadline for a direct store call.
 fn deadline() -> Deadline {
     Deadline::after(Duration::from_secs(10))
-}
-
-/// Says READY, waits for GO on stdin, runs TASKS tasks of ROUNDS checks
-/// each and prints how many were allowed.
-async fn race(store: SqliteStore, key: &str, reserve: bool) {
-    let limit = race_rule().limit(&[key]).unwrap();
-    let limiter = Limiter::with_parts(store, ManualClock::new(RACE_TIME));
-    println!("READY");
-    let mut go = String::new();
-    std::io::stdin().read_line(&mut go).unwrap();
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|_| {
-            let (limiter, limits) = (limiter.clone(), [limit.clone()]);
-            tokio::spawn(async move {
-                let mut allowed = 0;
-                for _ in 0..ROUNDS {
-                    let verdict = if reserve {
-                        limiter.reserve(&limits).await
-                    } else {
-                        limiter.count(&limits).await
-                    };
-                    allowed += u64::from(verdict.unwrap().is_allowed());
-                }
-                allowed
-            })
-        })
-        .collect();
-    let mut allowed = 0;
-    for task in tasks {
-        allowed += task.await.unwrap();
-    }
-    println!("ALLOWED {allowed}");
 }
 
 /// Increments one counter from 16 tasks forever, printing `ACK <count>`
@@ -169,34 +118,10 @@ async fn burst(store: SqliteStore, key: &str) {
     panic!("a burst task stopped: {stopped:?}");
 }
 
-/// Starts this test binary as a child in `role` on `file`.
-fn spawn(role: &str, file: &Path, key: &str) -> (Child, BufReader<ChildStdout>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .env(ROLE, role)
-        .env(FILE, file)
-        .env(KEY, key)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    (child, stdout)
-}
-
-/// What follows `prefix` in the first line of `out` holding it.
-fn line_after(out: &mut BufReader<ChildStdout>, prefix: &str) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert_ne!(
-            out.read_line(&mut line).unwrap(),
-            0,
-            "child ended before printing {prefix}"
-        );
-        if let Some(at) = line.find(prefix) {
-            return line[at + prefix.len()..].trim().to_owned();
-        }
-    }
+/// This test binary as a child in `role` on `file`.
+fn spawn(role: &str, file: &Path, key: &str) -> ChildProcess {
+    let file = file.display().to_string();
+    ChildProcess::spawn(role, &[(FILE, &file), (KEY, key)])
 }
 
 async fn two_processes_race(reserve: bool) {
@@ -205,18 +130,7 @@ async fn two_processes_race(reserve: bool) {
     let key = tollgate_test_support::unique();
     drop(SqliteStore::open(&file).unwrap());
     let role = if reserve { "reserve" } else { "count" };
-    let mut children: Vec<_> = (0..2).map(|_| spawn(role, &file, &key)).collect();
-    for (_, out) in &mut children {
-        line_after(out, "READY");
-    }
-    for (child, _) in &mut children {
-        writeln!(child.stdin.as_mut().unwrap(), "GO").unwrap();
-    }
-    let mut allowed = Vec::new();
-    for (child, out) in &mut children {
-        allowed.push(line_after(out, "ALLOWED").parse::<u64>().unwrap());
-        assert!(child.wait().unwrap().success());
-    }
+    let allowed = processes::race_children((0..2).map(|_| spawn(role, &file, &key)).collect());
     eprintln!("allowed per process: {allowed:?}");
     let allowed: u64 = allowed.iter().sum();
     assert_eq!(
@@ -238,21 +152,18 @@ async fn counts_acknowledged_before_a_kill_survive_it() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("limits.sqlite");
     let key = format!("limit:burst:{}", tollgate_test_support::unique());
-    let (mut child, mut out) = spawn("burst", &file, &key);
+    let mut child = spawn("burst", &file, &key);
     let mut acknowledged = 0;
     for _ in 0..3_000 {
-        acknowledged = acknowledged.max(line_after(&mut out, "ACK").parse::<u64>().unwrap());
+        acknowledged = acknowledged.max(child.line_after("ACK").parse::<u64>().unwrap());
     }
-    child.kill().unwrap(); // SIGKILL, in the middle of the burst
-    child.wait().unwrap();
-    // Lines written before the kill are still in the pipe.
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 {
-        // The last line may be cut short by the kill: only whole lines count.
-        if let (Some(at), true) = (line.find("ACK "), line.ends_with('\n')) {
+    child.kill(); // SIGKILL, in the middle of the burst
+    // Lines written before the kill are still in the pipe; the last one may
+    // be cut short by the kill, and only whole lines count.
+    for line in child.rest() {
+        if let Some(at) = line.find("ACK ") {
             acknowledged = acknowledged.max(line[at + 4..].trim().parse().unwrap());
         }
-        line.clear();
     }
 
     let store = SqliteStore::open(&file).unwrap();

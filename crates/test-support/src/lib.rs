@@ -5,6 +5,7 @@
 mod faulty;
 mod logs;
 pub mod postgres_server;
+pub mod processes;
 pub mod redis_cluster;
 pub mod redis_server;
 
