@@ -7,11 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
-use tollgate_core::{
-    Claim, Clock, Counter, CounterStore, Deadline, Limiter, Reservation, Rule, StoreError, Window,
-    async_trait,
-};
+use tollgate_core::{Clock, Limiter, Rule, StoreError, Window, async_trait};
 use tollgate_memory::MemoryStore;
+use tollgate_test_support::{Call, Hook, Hooked};
 
 #[derive(Clone, Debug)]
 struct Fixed(Arc<AtomicU64>);
@@ -21,60 +19,26 @@ impl Clock for Fixed {
     }
 }
 
-/// The memory store; when `gate` is armed, a reserve applies at once but its
+/// Around the memory store: when armed, a reserve applies at once but its
 /// reply is held until `open` is notified (a slow reply on the wire).
-#[derive(Debug)]
-struct Gated {
-    store: MemoryStore,
+#[derive(Debug, Default)]
+struct Gate {
     armed: AtomicBool,
     open: Notify,
     applied: Notify,
 }
 
 #[async_trait]
-impl CounterStore for Gated {
-    async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.store.count(c, d).await
-    }
-    async fn reserve(&self, c: &[Counter], d: Deadline) -> Result<Reservation, StoreError> {
-        let r = self.store.reserve(c, d).await;
-        if self.armed.swap(false, Ordering::SeqCst) {
+impl Hook for Gate {
+    async fn after(&self, call: Call, _: Option<&StoreError>) {
+        if call == Call::Reserve && self.armed.swap(false, Ordering::SeqCst) {
             self.applied.notify_one();
             self.open.notified().await;
         }
-        r
-    }
-    async fn refund(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.store.refund(c, d).await
-    }
-    async fn get(&self, k: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.store.get(k, d).await
-    }
-    async fn delete(&self, k: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.store.delete(k, d).await
-    }
-    async fn claim(
-        &self,
-        k: &str,
-        t: &str,
-        ttl: Duration,
-        d: Deadline,
-    ) -> Result<Claim, StoreError> {
-        self.store.claim(k, t, ttl, d).await
-    }
-    async fn finish(
-        &self,
-        k: &str,
-        t: &str,
-        ttl: Duration,
-        d: Deadline,
-    ) -> Result<bool, StoreError> {
-        self.store.finish(k, t, ttl, d).await
-    }
-    async fn release(&self, k: &str, t: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.store.release(k, t, d).await
     }
 }
+
+type Gated = Hooked<MemoryStore, Gate>;
 
 const NOON: u64 = 20_619 * 86_400 + 43_230;
 
@@ -82,9 +46,7 @@ fn setup() -> (Limiter, Arc<Gated>) {
     let clock = Fixed(Arc::new(AtomicU64::new(NOON)));
     let store = Arc::new(Gated {
         store: MemoryStore::with_clock(clock.clone()),
-        armed: AtomicBool::new(false),
-        open: Notify::new(),
-        applied: Notify::new(),
+        hook: Gate::default(),
     });
     let limiter =
         Limiter::with_parts(store.clone(), clock).with_retry(tollgate_core::RetryPolicy {
@@ -109,14 +71,14 @@ async fn a_refused_reply_racing_a_refund_leaves_no_stale_full_entry() {
     let a = limiter.reserve(&[limit(10)]).await.unwrap();
     assert!(a.is_allowed());
     // B: refused by the store (10 + 1 > 10); its reply is slow.
-    store.armed.store(true, Ordering::SeqCst);
+    store.hook.armed.store(true, Ordering::SeqCst);
     let l2 = limiter.clone();
     let lim_b = limit(1);
     let b = tokio::spawn(async move { l2.reserve(&[lim_b]).await.unwrap() });
-    store.applied.notified().await;
+    store.hook.applied.notified().await;
     // A settles: 9 of its 10 tokens back (the store now holds 1).
     limiter.settle(&a, "tokens", 1).await.unwrap();
-    store.open.notify_one();
+    store.hook.open.notify_one();
     let b = b.await.unwrap();
     assert!(!b.is_allowed());
     let stored = limiter.remaining(&[limit(1)]).await.unwrap();
@@ -140,13 +102,13 @@ async fn a_refused_reply_racing_a_reset_leaves_no_stale_full_entry() {
         .unwrap();
     let limit = || rule.limit(&["203.0.113.9"]).unwrap();
     assert!(limiter.reserve(&[limit()]).await.unwrap().is_allowed());
-    store.armed.store(true, Ordering::SeqCst);
+    store.hook.armed.store(true, Ordering::SeqCst);
     let l2 = limiter.clone();
     let lim_b = limit();
     let b = tokio::spawn(async move { l2.reserve(&[lim_b]).await.unwrap() });
-    store.applied.notified().await;
+    store.hook.applied.notified().await;
     assert!(limiter.reset(&limit()).await.unwrap());
-    store.open.notify_one();
+    store.hook.open.notify_one();
     assert!(!b.await.unwrap().is_allowed());
     let c = limiter.reserve(&[limit()]).await.unwrap();
     assert!(

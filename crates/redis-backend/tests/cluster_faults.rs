@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use support::BOUND;
-use support::cluster::{Counting, deadline, key_of, limit_where, pttl, raw, slot, stored, tagged};
+use support::cluster::{
+    counting_failures, deadline, key_of, limit_where, pttl, raw, slot, stored, tagged,
+};
 use tokio::sync::Mutex;
 use tollgate_core::{Counter, CounterStore, Error, Limit, Limiter, RetryPolicy};
 use tollgate_redis::RedisClusterStore;
@@ -274,8 +276,8 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
     }
     let from = cluster.primary_of(moving);
     let to = *cluster.primaries().iter().find(|&&p| p != from).unwrap();
-    let store = Counting::new(RedisClusterStore::open(&cluster.url()).unwrap());
-    let failures = Arc::clone(&store.failures);
+    let store = counting_failures(RedisClusterStore::open(&cluster.url()).unwrap());
+    let failures = Arc::clone(&store.hook);
     let limiter = Arc::new(Limiter::new(store));
     // A store that learns the slot map now and is idle during the move: its
     // first call after it is answered `MOVED`, which it follows within the

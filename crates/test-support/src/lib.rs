@@ -1,15 +1,19 @@
-//! Test support for tollgate's own tests: private servers, log capture and
-//! a store that fails on demand. Not part of any store's contract: the
+//! Test support for tollgate's own tests: private servers, log capture, a
+//! store wrapper that runs a test's hook around each call (one that fails on
+//! demand among them) and tests across processes. Not part of any store's
+//! contract: the
 //! conformance suite (`tollgate-conformance`) holds the store checks.
 
 mod faulty;
+mod hooked;
 mod logs;
 pub mod postgres_server;
 pub mod processes;
 pub mod redis_cluster;
 pub mod redis_server;
 
-pub use faulty::{Call, Fault, Faulty};
+pub use faulty::{Fault, Faults, Faulty};
+pub use hooked::{Call, Hook, Hooked};
 pub use logs::Logs;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,12 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, Limit, Reservation, Rule, StoreError, Window,
-    async_trait,
-};
+use tollgate_core::{Deadline, Limit, Rule, StoreError, Window, async_trait};
 use tollgate_test_support::redis_cluster::RedisCluster;
-use tollgate_test_support::unique;
+use tollgate_test_support::{Call, Hook, Hooked, unique};
 
 /// A cluster client of the test's own (default settings), for raw commands.
 pub async fn raw(cluster: &RedisCluster) -> ClusterConnection {
@@ -146,69 +143,23 @@ impl Failures {
     }
 }
 
-/// A store that forwards every call and counts the attempts that failed
-/// (which the limiter then retries, or answers by its policy).
-#[derive(Debug, Clone)]
-pub struct Counting<S> {
-    pub inner: S,
-    pub failures: Arc<Failures>,
-}
+/// A store that counts the attempts that failed (which the limiter then
+/// retries, or answers by its policy) in its hook.
+pub type Counting<S> = Hooked<S, Arc<Failures>>;
 
-impl<S> Counting<S> {
-    pub fn new(inner: S) -> Counting<S> {
-        Counting {
-            inner,
-            failures: Arc::default(),
-        }
-    }
-
-    fn seen<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
-        if let Err(err) = &result {
-            self.failures.note(err);
-        }
-        result
+/// `store`, counting its failed attempts.
+pub fn counting_failures<S>(store: S) -> Counting<S> {
+    Hooked {
+        store,
+        hook: Arc::default(),
     }
 }
 
 #[async_trait]
-impl<S: CounterStore> CounterStore for Counting<S> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.seen(self.inner.count(c, d).await)
-    }
-    async fn reserve(&self, c: &[Counter], d: Deadline) -> Result<Reservation, StoreError> {
-        self.seen(self.inner.reserve(c, d).await)
-    }
-    async fn refund(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.seen(self.inner.refund(c, d).await)
-    }
-    async fn get(&self, k: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.seen(self.inner.get(k, d).await)
-    }
-    async fn delete(&self, k: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.seen(self.inner.delete(k, d).await)
-    }
-    async fn claim(
-        &self,
-        k: &str,
-        t: &str,
-        ttl: Duration,
-        d: Deadline,
-    ) -> Result<Claim, StoreError> {
-        self.seen(self.inner.claim(k, t, ttl, d).await)
-    }
-    async fn finish(
-        &self,
-        k: &str,
-        t: &str,
-        ttl: Duration,
-        d: Deadline,
-    ) -> Result<bool, StoreError> {
-        self.seen(self.inner.finish(k, t, ttl, d).await)
-    }
-    async fn release(&self, k: &str, t: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.seen(self.inner.release(k, t, d).await)
+impl Hook for Failures {
+    async fn after(&self, _: Call, error: Option<&StoreError>) {
+        if let Some(err) = error {
+            self.note(err);
+        }
     }
 }
