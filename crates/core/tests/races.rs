@@ -44,10 +44,10 @@ const NOON: u64 = 20_619 * 86_400 + 43_230;
 
 fn setup() -> (Limiter, Arc<Gated>) {
     let clock = Fixed(Arc::new(AtomicU64::new(NOON)));
-    let store = Arc::new(Gated {
-        store: MemoryStore::with_clock(clock.clone()),
-        hook: Gate::default(),
-    });
+    let store = Arc::new(Gated::around(
+        MemoryStore::with_clock(clock.clone()),
+        Gate::default(),
+    ));
     let limiter =
         Limiter::with_parts(store.clone(), clock).with_retry(tollgate_core::RetryPolicy {
             retries: 0,

@@ -13,9 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use support::BOUND;
-use support::cluster::{
-    counting_failures, deadline, key_of, limit_where, pttl, raw, slot, stored, tagged,
-};
+use support::cluster::{Counting, deadline, key_of, limit_where, pttl, raw, slot, stored, tagged};
 use tokio::sync::Mutex;
 use tollgate_core::{Counter, CounterStore, Error, Limit, Limiter, RetryPolicy};
 use tollgate_redis::RedisClusterStore;
@@ -276,7 +274,10 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
     }
     let from = cluster.primary_of(moving);
     let to = *cluster.primaries().iter().find(|&&p| p != from).unwrap();
-    let store = counting_failures(RedisClusterStore::open(&cluster.url()).unwrap());
+    let store = Counting::around(
+        RedisClusterStore::open(&cluster.url()).unwrap(),
+        Arc::default(),
+    );
     let failures = Arc::clone(&store.hook);
     let limiter = Arc::new(Limiter::new(store));
     // A store that learns the slot map now and is idle during the move: its
@@ -501,10 +502,9 @@ async fn a_call_past_its_deadline_is_answered_as_a_timeout_and_applies_nothing()
     let store = RedisClusterStore::open(&cluster.url()).unwrap();
     let key = format!("limit:late:{}:1", tollgate_test_support::unique());
     let counter = minute_counter(&key, 1);
-    // A deadline already passed: the store answers without sending (the
-    // next test has the primary's script refuse one).
+    // A deadline already passed: the store answers it as a timeout (it
+    // sends nothing; the next test has the primary's script refuse one).
     let past = tollgate_core::Deadline::after(Duration::ZERO);
-    tokio::time::sleep(Duration::from_millis(50)).await;
     let err = store.count(&[counter], past).await.unwrap_err();
     assert_eq!(err.kind(), "timeout", "{err:?}");
     let mut raw = raw(cluster).await;
@@ -513,7 +513,7 @@ async fn a_call_past_its_deadline_is_answered_as_a_timeout_and_applies_nothing()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_its_primary_runs_past_the_deadline_is_a_timeout_and_applies_nothing() {
-    // A private cluster: its primary is kept busy for a quarter second.
+    // A private cluster: its primary is kept busy for 300 ms.
     let _serial = SERIAL.lock().await;
     let cluster = private_cluster().await;
     let store = RedisClusterStore::open(&cluster.url()).unwrap();
@@ -524,15 +524,17 @@ async fn a_call_its_primary_runs_past_the_deadline_is_a_timeout_and_applies_noth
         .count(std::slice::from_ref(&counter), deadline())
         .await
         .unwrap();
-    // A script that holds the slot's primary for 250 ms; the call queues
-    // behind it within its deadline and is run after it: the store's
-    // script finds the deadline passed and answers DEADLINE.
+    // A script that holds the slot's primary for 300 ms; the call, sent
+    // 100 ms into it with a deadline of 50 ms, queues behind it and is run
+    // about 200 ms after it was sent: the store's script finds the deadline
+    // passed and answers DEADLINE, well before the client's own response
+    // timeout (350 ms) would answer.
     let mut raw = raw(&cluster).await;
     let hold = tokio::spawn(async move {
         let _: () = redis::cmd("EVAL")
             .arg(
                 "local t = redis.call('TIME') local from = t[1] * 1e6 + t[2] \
-                 repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - from > 250000",
+                 repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - from > 300000",
             )
             .arg(1)
             .arg(format!("{{{tag}}}:hold"))
@@ -541,7 +543,7 @@ async fn a_call_its_primary_runs_past_the_deadline_is_a_timeout_and_applies_noth
             .unwrap();
         raw
     });
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
     let late = store
         .count(
@@ -551,10 +553,14 @@ async fn a_call_its_primary_runs_past_the_deadline_is_a_timeout_and_applies_noth
         .await;
     let took = started.elapsed();
     let mut raw = hold.await.unwrap();
+    assert!(
+        late.is_err(),
+        "applied in {took:?}: the call reached the primary before the script"
+    );
     assert_eq!(late.map_err(|e| e.kind()), Err("timeout"));
     assert!(
-        took >= Duration::from_millis(150),
-        "answered in {took:?}: before the primary ran it"
+        took >= Duration::from_millis(100) && took < Duration::from_millis(330),
+        "answered in {took:?}: not by the primary's script once it ran the call"
     );
     assert_eq!(stored(&mut raw, &key).await, 1, "the late call was applied");
 }

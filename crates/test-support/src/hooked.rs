@@ -62,16 +62,24 @@ pub struct Hooked<S, H> {
 }
 
 impl<S, H> Hooked<S, H> {
-    async fn around<T>(
-        &self,
+    /// `store` with `hook` around its calls.
+    pub fn around(store: S, hook: H) -> Hooked<S, H> {
+        Hooked { store, hook }
+    }
+
+    /// Runs `call` on the store, with the hook before and after: the store
+    /// is not called at all when `before` fails.
+    async fn run<'a, T, F>(
+        &'a self,
         call: Call,
-        answer: impl Future<Output = Result<T, StoreError>>,
+        answer: impl FnOnce(&'a S) -> F,
     ) -> Result<T, StoreError>
     where
         H: Hook,
+        F: Future<Output = Result<T, StoreError>>,
     {
         self.hook.before(call).await?;
-        let result = answer.await;
+        let result = answer(&self.store).await;
         self.hook.after(call, result.as_ref().err()).await;
         result
     }
@@ -84,23 +92,23 @@ impl<S: CounterStore, H: Hook> CounterStore for Hooked<S, H> {
     }
 
     async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.around(Call::Count, self.store.count(c, d)).await
+        self.run(Call::Count, |s| s.count(c, d)).await
     }
 
     async fn reserve(&self, c: &[Counter], d: Deadline) -> Result<Reservation, StoreError> {
-        self.around(Call::Reserve, self.store.reserve(c, d)).await
+        self.run(Call::Reserve, |s| s.reserve(c, d)).await
     }
 
     async fn refund(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.around(Call::Refund, self.store.refund(c, d)).await
+        self.run(Call::Refund, |s| s.refund(c, d)).await
     }
 
     async fn get(&self, k: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.around(Call::Get, self.store.get(k, d)).await
+        self.run(Call::Get, |s| s.get(k, d)).await
     }
 
     async fn delete(&self, k: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.around(Call::Delete, self.store.delete(k, d)).await
+        self.run(Call::Delete, |s| s.delete(k, d)).await
     }
 
     async fn claim(
@@ -110,8 +118,7 @@ impl<S: CounterStore, H: Hook> CounterStore for Hooked<S, H> {
         ttl: Duration,
         d: Deadline,
     ) -> Result<Claim, StoreError> {
-        self.around(Call::Claim, self.store.claim(k, t, ttl, d))
-            .await
+        self.run(Call::Claim, |s| s.claim(k, t, ttl, d)).await
     }
 
     async fn finish(
@@ -121,12 +128,10 @@ impl<S: CounterStore, H: Hook> CounterStore for Hooked<S, H> {
         ttl: Duration,
         d: Deadline,
     ) -> Result<bool, StoreError> {
-        self.around(Call::Finish, self.store.finish(k, t, ttl, d))
-            .await
+        self.run(Call::Finish, |s| s.finish(k, t, ttl, d)).await
     }
 
     async fn release(&self, k: &str, t: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.around(Call::Release, self.store.release(k, t, d))
-            .await
+        self.run(Call::Release, |s| s.release(k, t, d)).await
     }
 }

@@ -297,6 +297,37 @@ mod tests {
         );
     }
 
+    /// The error a node's reply `reply` (RESP) is.
+    fn server_error(reply: &str) -> redis::RedisError {
+        let value = redis::parse_redis_value(reply.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        match value.extract_error() {
+            Err(err) => err,
+            Ok(other) => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn follows_moved_and_ask_to_the_node_they_name_and_nothing_else() {
+        let target = |reply: &str| match Target::redirect(&server_error(reply)) {
+            Some(Target::Node { host, port, asking }) => Some((host, port, asking)),
+            Some(Target::Slot(_)) => panic!("a redirect to a slot"),
+            None => None,
+        };
+        assert_eq!(
+            target("-MOVED 3999 127.0.0.1:6381\r\n"),
+            Some(("127.0.0.1".to_owned(), 6381, false))
+        );
+        assert_eq!(
+            target("-ASK 3999 [::1]:6382\r\n"),
+            Some(("::1".to_owned(), 6382, true))
+        );
+        assert_eq!(
+            target("-TRYAGAIN Multiple keys request during rehashing\r\n"),
+            None
+        );
+        assert_eq!(target("-MOVED 3999 127.0.0.1:port\r\n"), None);
+    }
+
     #[test]
     fn refuses_single_node_urls() {
         let err = RedisClusterStore::open("redis://127.0.0.1:7000").map(|_| ());

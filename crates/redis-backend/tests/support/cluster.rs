@@ -147,14 +147,6 @@ impl Failures {
 /// retries, or answers by its policy) in its hook.
 pub type Counting<S> = Hooked<S, Arc<Failures>>;
 
-/// `store`, counting its failed attempts.
-pub fn counting_failures<S>(store: S) -> Counting<S> {
-    Hooked {
-        store,
-        hook: Arc::default(),
-    }
-}
-
 #[async_trait]
 impl Hook for Failures {
     async fn after(&self, _: Call, error: Option<&StoreError>) {
