@@ -1,8 +1,8 @@
 //! Test support for tollgate's own tests: private servers, log capture, a
 //! store wrapper that runs a test's hook around each call (one that fails on
 //! demand among them) and tests across processes. Not part of any store's
-//! contract: the
-//! conformance suite (`tollgate-conformance`) holds the store checks.
+//! contract: the conformance suite (`tollgate-conformance`) holds the store
+//! checks.
 
 mod faulty;
 mod hooked;

@@ -60,7 +60,8 @@ pub fn exit_after(lifetime: Duration) {
     });
 }
 
-/// A child process: this test binary in a role.
+/// A child process: this test binary in a role. Killed when dropped, so
+/// that a failed test leaves no child running.
 pub struct ChildProcess {
     child: Child,
     out: BufReader<ChildStdout>,
@@ -101,7 +102,10 @@ impl ChildProcess {
         let mut line = String::new();
         loop {
             line.clear();
-            let read = self.out.read_line(&mut line).unwrap_or(0);
+            let read = self
+                .out
+                .read_line(&mut line)
+                .unwrap_or_else(|e| panic!("cannot read the child's output: {e}"));
             assert_ne!(read, 0, "the child ended before printing {prefix}");
             if let Some(at) = line.find(prefix) {
                 return line[at + prefix.len()..].trim().to_owned();
@@ -111,10 +115,19 @@ impl ChildProcess {
 
     /// The whole lines the child wrote that it has not read yet, up to the
     /// end of its output (a line cut short by a kill is left out).
+    ///
+    /// # Panics
+    ///
+    /// When the output cannot be read (it is not UTF-8, say).
     pub fn rest(&mut self) -> Vec<String> {
         let mut lines = Vec::new();
         let mut line = String::new();
-        while self.out.read_line(&mut line).unwrap_or(0) > 0 {
+        let mut read = |line: &mut String| {
+            self.out
+                .read_line(line)
+                .unwrap_or_else(|e| panic!("cannot read the child's output: {e}"))
+        };
+        while read(&mut line) > 0 {
             if line.ends_with('\n') {
                 lines.push(line.trim_end().to_owned());
             }
@@ -149,6 +162,12 @@ impl ChildProcess {
     }
 }
 
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// A racer's part: says `READY`, waits for `GO` on stdin, runs `tasks`
 /// tasks of `rounds` checks of `limit` each (reservations or counts), and
 /// prints `ALLOWED <n>`.
@@ -159,7 +178,11 @@ impl ChildProcess {
 pub async fn race(limiter: &Limiter, limit: &Limit, tasks: u64, rounds: u64, reserve: bool) {
     println!("READY");
     let mut go = String::new();
-    let _ = std::io::stdin().read_line(&mut go);
+    let read = std::io::stdin().read_line(&mut go);
+    assert!(
+        read.as_ref().is_ok_and(|&n| n > 0),
+        "no GO from the parent: {read:?}"
+    );
     let tasks: Vec<_> = (0..tasks)
         .map(|_| {
             let (limiter, limits) = (limiter.clone(), [limit.clone()]);
