@@ -62,7 +62,7 @@ pub enum Error {
     IncompleteSchema {
         /// The schema's name.
         schema: String,
-        /// The table missing.
+        /// The table missing (`counters` when both are).
         table: String,
     },
     /// Any other failure while checking or creating the schema (no

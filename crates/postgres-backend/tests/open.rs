@@ -111,22 +111,29 @@ async fn a_schema_holding_foreign_tables_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schema_of_this_version_missing_a_table_is_refused_not_used() {
     let url = support::server().url();
-    let schema = support::unique_schema();
-    drop(support::open(&url, &schema).await);
     let client = support::client(&url).await;
-    client
-        .batch_execute(&format!("DROP TABLE \"{schema}\".marks"))
-        .await
-        .unwrap();
-    match PostgresStore::open_with(&url, options(&schema)).await {
-        Err(err @ Error::IncompleteSchema { .. }) => {
-            assert!(!err.is_transient());
-            assert_eq!(
-                err.to_string(),
-                format!("schema `{schema}` is a counter store's but lacks its table `marks`")
-            );
+    for (dropped, named) in [
+        ("marks", "marks"),
+        ("counters", "counters"),
+        ("counters, \"{s}\".marks", "counters"),
+    ] {
+        let schema = support::unique_schema();
+        drop(support::open(&url, &schema).await);
+        let dropped = dropped.replace("{s}", &schema);
+        client
+            .batch_execute(&format!("DROP TABLE \"{schema}\".{dropped}"))
+            .await
+            .unwrap();
+        match PostgresStore::open_with(&url, options(&schema)).await {
+            Err(err @ Error::IncompleteSchema { .. }) => {
+                assert!(!err.is_transient());
+                assert_eq!(
+                    err.to_string(),
+                    format!("schema `{schema}` is a counter store's but lacks its table `{named}`")
+                );
+            }
+            other => panic!("opened a store schema without {dropped}: {other:?}"),
         }
-        other => panic!("opened a store schema without its marks table: {other:?}"),
     }
 }
 
