@@ -483,7 +483,10 @@ impl Limiter {
 fn merge_duplicates(limits: &[Limit]) -> Vec<Limit> {
     let mut merged: Vec<Limit> = Vec::with_capacity(limits.len());
     for limit in limits {
-        match merged.iter_mut().find(|m| m.key() == limit.key()) {
+        match merged
+            .iter_mut()
+            .find(|m| same_key(m.stored(), limit.stored()))
+        {
             Some(first) => {
                 let cost = first.cost().saturating_add(limit.cost()).min(MAX_COUNT);
                 if let Ok(summed) = first.clone().with_cost(cost) {
