@@ -8,18 +8,18 @@ use std::hash::BuildHasher;
 use hashbrown::DefaultHashBuilder;
 use hashbrown::hash_table::{Entry as Slot, HashTable};
 
-/// Entries by string key.
+/// Entries by string key, hashed by `B`.
 #[derive(Debug)]
-pub(crate) struct Map<V> {
+pub(crate) struct Map<V, B = DefaultHashBuilder> {
     table: HashTable<Keyed<V>>,
-    hasher: DefaultHashBuilder,
+    hasher: B,
 }
 
-impl<V> Default for Map<V> {
-    fn default() -> Map<V> {
+impl<V, B: Default> Default for Map<V, B> {
+    fn default() -> Map<V, B> {
         Map {
             table: HashTable::new(),
-            hasher: DefaultHashBuilder::default(),
+            hasher: B::default(),
         }
     }
 }
@@ -31,12 +31,19 @@ struct Keyed<V> {
     value: V,
 }
 
-impl<V> Map<V> {
+impl<V> Keyed<V> {
+    /// Whether this is the entry of `key`, whose hash is `hash`.
+    fn is(&self, hash: u64, key: &str) -> bool {
+        self.hash == hash && *self.key == *key
+    }
+}
+
+impl<V, B: BuildHasher> Map<V, B> {
     /// The value of `key`, if any.
     pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut V> {
         let hash = self.hasher.hash_one(key);
         self.table
-            .find_mut(hash, |k| k.hash == hash && *k.key == *key)
+            .find_mut(hash, |k| k.is(hash, key))
             .map(|k| &mut k.value)
     }
 
@@ -79,19 +86,14 @@ impl<V> Map<V> {
     /// The hash of `key` and its place in the table.
     fn slot(&mut self, key: &str) -> (u64, Slot<'_, Keyed<V>>) {
         let hash = self.hasher.hash_one(key);
-        let slot = self
-            .table
-            .entry(hash, |k| k.hash == hash && *k.key == *key, |k| k.hash);
+        let slot = self.table.entry(hash, |k| k.is(hash, key), |k| k.hash);
         (hash, slot)
     }
 
     /// Removes `key`, if present.
     pub(crate) fn remove(&mut self, key: &str) {
         let hash = self.hasher.hash_one(key);
-        if let Ok(found) = self
-            .table
-            .find_entry(hash, |k| k.hash == hash && *k.key == *key)
-        {
+        if let Ok(found) = self.table.find_entry(hash, |k| k.is(hash, key)) {
             found.remove();
         }
     }
@@ -104,11 +106,38 @@ impl<V> Map<V> {
 
 #[cfg(test)]
 mod tests {
+    use std::hash::{BuildHasherDefault, Hasher};
+
     use super::Map;
+
+    /// A hasher under which every key collides.
+    #[derive(Default)]
+    struct Collide;
+
+    impl Hasher for Collide {
+        fn finish(&self) -> u64 {
+            7
+        }
+        fn write(&mut self, _: &[u8]) {}
+    }
+
+    #[test]
+    fn keys_whose_hashes_collide_stay_apart() {
+        let mut map: Map<u32, BuildHasherDefault<Collide>> = Map::default();
+        for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
+            map.insert(key, i as u32);
+        }
+        assert_eq!(map.get_mut("b"), Some(&mut 1));
+        assert_eq!(map.get_or_insert_with("c", || 9), (&mut 2, false));
+        map.remove("a");
+        assert_eq!(map.get_mut("a"), None);
+        assert_eq!(map.get_mut("b"), Some(&mut 1));
+        assert_eq!(map.get_or_insert_with("d", || 9), (&mut 9, true));
+    }
 
     #[test]
     fn every_key_stays_findable_as_the_table_grows() {
-        let mut map = Map::default();
+        let mut map: Map<u32> = Map::default();
         for i in 0..5_000u32 {
             assert_eq!(
                 map.get_or_insert_with(&format!("k{i}"), || i),
@@ -125,7 +154,7 @@ mod tests {
 
     #[test]
     fn insert_replaces_and_remove_removes() {
-        let mut map = Map::default();
+        let mut map: Map<i32> = Map::default();
         map.insert("a", 1);
         map.insert("a", 2);
         map.insert("b", 3);
