@@ -102,8 +102,26 @@ fn count(map: &mut Map<Entry>, key: &str, now: Duration) -> u64 {
     }
 }
 
+/// The live entry of `key`, or else `fresh()` put in its place (of an
+/// absent or expired one); and whether it was put there. One hash of the
+/// key either way.
+fn live_or<'a>(
+    map: &'a mut Map<Entry>,
+    key: &str,
+    now: Duration,
+    fresh: impl Fn() -> Entry,
+) -> (&'a mut Entry, bool) {
+    let (entry, new) = map.get_or_insert_with(key, &fresh);
+    if !new && entry.expires_at <= now {
+        *entry = fresh();
+        return (entry, true);
+    }
+    (entry, new)
+}
+
 /// Adds a counter's cost: a live counter keeps its lifetime, a new one
-/// lives `ttl` from now. One hash of the key either way.
+/// lives `ttl` from now. One hash of the key either way (as [`live_or`],
+/// without its second test of the entry: this is the measured path).
 fn add(map: &mut Map<Entry>, counter: &Counter, now: Duration) -> u64 {
     let fresh = || Entry {
         value: Value::Count(counter.added_to(0)),
@@ -176,9 +194,7 @@ impl CounterStore for MemoryStore {
     async fn delete(&self, key: &str, _: Deadline) -> Result<bool, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
-        let existed = live(&mut map, key, now).is_some();
-        map.remove(key);
-        Ok(existed)
+        Ok(map.remove(key).is_some_and(|e| e.expires_at > now))
     }
 
     async fn claim(
@@ -190,14 +206,9 @@ impl CounterStore for MemoryStore {
     ) -> Result<Claim, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
-        match live(&mut map, key, now).map(|e| &e.value) {
-            Some(Value::Mark(held)) if &**held == token => Ok(Claim::Acquired),
-            Some(_) => Ok(Claim::Held),
-            None => {
-                map.insert(key, Entry::mark(token, now, ttl));
-                Ok(Claim::Acquired)
-            }
-        }
+        let (entry, made) = live_or(&mut map, key, now, || Entry::mark(token, now, ttl));
+        let ours = made || matches!(&entry.value, Value::Mark(held) if &**held == token);
+        Ok(if ours { Claim::Acquired } else { Claim::Held })
     }
 
     async fn finish(
@@ -209,12 +220,15 @@ impl CounterStore for MemoryStore {
     ) -> Result<bool, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
-        match live(&mut map, key, now).map(|e| &e.value) {
-            Some(Value::Mark(held)) if &**held == token || &**held == MARK_DONE => {}
-            Some(_) => return Ok(false),
-            None => {}
+        let done = || Entry::mark(MARK_DONE, now, ttl);
+        let (entry, made) = live_or(&mut map, key, now, done);
+        if !made {
+            let held = |mark: &str| mark == token || mark == MARK_DONE;
+            if !matches!(&entry.value, Value::Mark(mark) if held(mark)) {
+                return Ok(false);
+            }
+            *entry = done();
         }
-        map.insert(key, Entry::mark(MARK_DONE, now, ttl));
         Ok(true)
     }
 

@@ -68,21 +68,6 @@ impl<V, B: BuildHasher> Map<V, B> {
         }
     }
 
-    /// Sets `key` to `value`.
-    pub(crate) fn insert(&mut self, key: &str, value: V) {
-        let (hash, slot) = self.slot(key);
-        match slot {
-            Slot::Occupied(mut occupied) => occupied.get_mut().value = value,
-            Slot::Vacant(vacant) => {
-                vacant.insert(Keyed {
-                    hash,
-                    key: key.into(),
-                    value,
-                });
-            }
-        }
-    }
-
     /// The hash of `key` and its place in the table.
     fn slot(&mut self, key: &str) -> (u64, Slot<'_, Keyed<V>>) {
         let hash = self.hasher.hash_one(key);
@@ -90,12 +75,11 @@ impl<V, B: BuildHasher> Map<V, B> {
         (hash, slot)
     }
 
-    /// Removes `key`, if present.
-    pub(crate) fn remove(&mut self, key: &str) {
+    /// Removes `key`; its value, if it was present.
+    pub(crate) fn remove(&mut self, key: &str) -> Option<V> {
         let hash = self.hasher.hash_one(key);
-        if let Ok(found) = self.table.find_entry(hash, |k| k.is(hash, key)) {
-            found.remove();
-        }
+        let found = self.table.find_entry(hash, |k| k.is(hash, key)).ok()?;
+        Some(found.remove().0.value)
     }
 
     /// Every value.
@@ -106,9 +90,14 @@ impl<V, B: BuildHasher> Map<V, B> {
 
 #[cfg(test)]
 mod tests {
-    use std::hash::{BuildHasherDefault, Hasher};
+    use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
     use super::Map;
+
+    /// Sets `key` to `value`, as the store's writes do.
+    fn insert<V: Copy, B: BuildHasher>(map: &mut Map<V, B>, key: &str, value: V) {
+        *map.get_or_insert_with(key, || value).0 = value;
+    }
 
     /// A hasher under which every key collides.
     #[derive(Default)]
@@ -125,11 +114,11 @@ mod tests {
     fn keys_whose_hashes_collide_stay_apart() {
         let mut map: Map<u32, BuildHasherDefault<Collide>> = Map::default();
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
-            map.insert(key, i as u32);
+            insert(&mut map, key, i as u32);
         }
         assert_eq!(map.get_mut("b"), Some(&mut 1));
         assert_eq!(map.get_or_insert_with("c", || 9), (&mut 2, false));
-        map.remove("a");
+        assert_eq!(map.remove("a"), Some(0));
         assert_eq!(map.get_mut("a"), None);
         assert_eq!(map.get_mut("b"), Some(&mut 1));
         assert_eq!(map.get_or_insert_with("d", || 9), (&mut 9, true));
@@ -155,12 +144,12 @@ mod tests {
     #[test]
     fn insert_replaces_and_remove_removes() {
         let mut map: Map<i32> = Map::default();
-        map.insert("a", 1);
-        map.insert("a", 2);
-        map.insert("b", 3);
+        insert(&mut map, "a", 1);
+        insert(&mut map, "a", 2);
+        insert(&mut map, "b", 3);
         assert_eq!(map.get_mut("a"), Some(&mut 2));
-        map.remove("a");
-        map.remove("absent");
+        assert_eq!(map.remove("a"), Some(2));
+        assert_eq!(map.remove("absent"), None);
         assert_eq!(map.get_mut("a"), None);
         assert_eq!(map.values().copied().collect::<Vec<_>>(), vec![3]);
     }
