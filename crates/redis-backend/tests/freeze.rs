@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use support::{BOUND, admin, deadline, limit, run, stored};
 use tokio::sync::watch;
-use tollgate_core::{Clock, Deadline, Deliveries, Error, Limit, Limiter, SystemClock};
+use tollgate_core::{Clock, Counter, Deadline, Deliveries, Error, Limit, Limiter, SystemClock};
 use tollgate_redis::RedisStore;
 use tollgate_test_support::redis_server::RedisServer;
 
@@ -226,6 +226,15 @@ async fn a_webhook_claim_that_failed_during_a_freeze_is_not_written() {
     first.unwrap().complete().await.unwrap();
 }
 
+/// Freezes `server` and has a call on `store` cut off by its caller after
+/// 30 ms (the call stays queued on the frozen server).
+async fn cut_off_in_a_freeze(server: &mut RedisServer, store: &RedisStore, c: &[Counter]) {
+    use tollgate_core::CounterStore as _;
+    server.freeze();
+    let cut = tokio::time::timeout(Duration::from_millis(30), store.count(c, deadline())).await;
+    assert!(cut.is_err(), "the call was not cut off");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cut_off_by_its_caller_keeps_a_connection_that_answers() {
     let mut server = RedisServer::start();
@@ -236,9 +245,7 @@ async fn a_call_cut_off_by_its_caller_keeps_a_connection_that_answers() {
     assert_eq!(store.connections_made(), 1);
 
     // A short stall: the caller gives up, the server answers 100 ms later.
-    server.freeze();
-    let cut = tokio::time::timeout(Duration::from_millis(30), store.count(&c, deadline())).await;
-    assert!(cut.is_err(), "the call was not cut off");
+    cut_off_in_a_freeze(&mut server, &store, &c).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.thaw();
     // Longer than any stale limit, with nothing sent meanwhile.
@@ -267,9 +274,7 @@ async fn a_probe_answered_with_an_error_reply_keeps_the_connection() {
     use tollgate_core::CounterStore as _;
     store.count(&c, deadline()).await.unwrap();
 
-    server.freeze();
-    let cut = tokio::time::timeout(Duration::from_millis(30), store.count(&c, deadline())).await;
-    assert!(cut.is_err(), "the call was not cut off");
+    cut_off_in_a_freeze(&mut server, &store, &c).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.thaw();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -291,9 +296,7 @@ async fn a_probe_that_finds_the_connection_gone_has_it_remade_before_the_next_ca
 
     // The call is cut off while the server is frozen; its probe is still
     // waiting when the server dies, so it sees the connection drop.
-    server.freeze();
-    let cut = tokio::time::timeout(Duration::from_millis(30), store.count(&c, deadline())).await;
-    assert!(cut.is_err(), "the call was not cut off");
+    cut_off_in_a_freeze(&mut server, &store, &c).await;
     server.stop();
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.restart();
