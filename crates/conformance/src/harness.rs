@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tollgate_core::{CounterStore, ManualClock};
+use tollgate_core::{ManualClock, Store};
 
 /// A store under test: its storage, and a way to open clients on it.
 ///
@@ -12,8 +12,8 @@ use tollgate_core::{CounterStore, ManualClock};
 /// is wiped). `open` connects a new, independent client to that same
 /// storage; the restart check drops every client and opens new ones.
 pub trait Harness: Sized + Send + Sync + 'static {
-    /// The store type under test.
-    type Store: CounterStore;
+    /// The store type under test: counters and marks.
+    type Store: Store;
 
     /// Prepares the storage for one check.
     fn start() -> impl Future<Output = Self> + Send;

@@ -4,7 +4,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use proptest::test_runner::{Config, TestRunner};
-use tollgate_core::{CounterStore, Deadline, Limiter, ManualClock, RetryPolicy, Rule, Window};
+use tollgate_core::{
+    CounterStore, Deadline, Deliveries, Limiter, ManualClock, MarkStore, RetryPolicy, Rule, Window,
+};
 
 use crate::{Expiry, Harness};
 
@@ -58,7 +60,15 @@ pub(crate) const RETRY: RetryPolicy = RetryPolicy {
 
 /// A limiter over `store` on `clock`, under [`RETRY`].
 pub(crate) fn limiter(store: impl CounterStore, clock: &ManualClock) -> Limiter {
-    Limiter::with_parts(store, clock.clone()).with_retry(RETRY)
+    Limiter::builder(store)
+        .clock(clock.clone())
+        .retry(RETRY)
+        .build()
+}
+
+/// De-duplication of deliveries marked `delivery:<id>` in `store`, under [`RETRY`].
+pub(crate) fn deliveries(store: impl MarkStore) -> Deliveries {
+    ok(Deliveries::new(store, "delivery:"), "deliveries").retry(RETRY)
 }
 
 /// The clock of a check, reading [`FIXED_NOW`]: the harness's store clock

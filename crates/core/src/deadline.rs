@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub struct Deadline {
     at: Instant,
     unix_millis: u64,
+    check: Duration,
 }
 
 impl Deadline {
@@ -25,12 +26,14 @@ impl Deadline {
     /// attempt applied late never overlaps the next one.
     pub const SKEW_MARGIN: Duration = Duration::from_millis(20);
 
-    /// A deadline `budget` from now.
+    /// A deadline `budget` from now, for a call that is a whole check of
+    /// its own: its [`check_budget`](Deadline::check_budget) is `budget`.
     pub fn after(budget: Duration) -> Deadline {
         Deadline::starting(Instant::now(), SystemTime::now(), budget)
     }
 
-    /// A deadline `budget` after `now`, read as `wall` on the wall clock.
+    /// A deadline `budget` after `now`, read as `wall` on the wall clock; its
+    /// check's budget is `budget` until [`within`](Deadline::within) says otherwise.
     pub(crate) fn starting(now: Instant, wall: SystemTime, budget: Duration) -> Deadline {
         let (at, budget) = match now.checked_add(budget) {
             Some(at) => (at, budget),
@@ -44,7 +47,26 @@ impl Deadline {
         Deadline {
             at,
             unix_millis: millis.saturating_add(u64::from(wall.subsec_millis())),
+            check: budget,
         }
+    }
+
+    /// The same deadline, for an attempt of a check whose whole budget is
+    /// `check` (the policy's [`worst_case`](crate::RetryPolicy::worst_case)).
+    pub(crate) fn within(self, check: Duration) -> Deadline {
+        Deadline { check, ..self }
+    }
+
+    /// The time budget of the whole check this attempt belongs to: the
+    /// limiter's [`RetryPolicy::worst_case`](crate::RetryPolicy::worst_case)
+    /// (350 ms by default). A store bounds by it whatever serves more than
+    /// this attempt or outlives it: a connection being made (which later
+    /// attempts wait for), a connection that answers nothing, a give-back
+    /// after a refused reservation. So a limiter with a shorter policy
+    /// never waits longer anywhere.
+    #[inline]
+    pub fn check_budget(&self) -> Duration {
+        self.check
     }
 
     /// The deadline on this process's monotonic clock.
@@ -112,6 +134,11 @@ mod tests {
         assert_eq!(passed.remaining(), Duration::ZERO);
         let far = Deadline::after(Duration::MAX);
         assert!(!far.has_passed());
+        assert_eq!(
+            far.check_budget(),
+            FAR,
+            "a deadline of its own is its check"
+        );
         assert!(
             far.remaining() > Duration::from_secs(29 * 365 * 86_400),
             "a huge budget is cut to about 30 years, no less"

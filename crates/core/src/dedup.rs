@@ -1,19 +1,26 @@
-//! Webhook de-duplication: a delivery sent twice is processed once.
+//! De-duplication: a delivery sent twice is processed once.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::failure::Failures;
+use crate::key::KEY_PREFIX;
 use crate::observe::Op;
-use crate::{Claim, CounterStore, Error, Limiter, MAX_PART_LEN, StoreError};
+use crate::retry::Calls;
+use crate::{Claim, Error, MAX_PART_LEN, MarkStore, RetryPolicy, StoreError};
 
-/// Marks webhook deliveries, as `github-delivery:<id>`, in two states:
+/// Marks deliveries (webhook deliveries, jobs, messages: anything sent
+/// again until acknowledged) as `<prefix><id>` in two states:
 /// *processing*, a short lease owned by a random token (so that a retried
-/// write recognises its own first write), and *done*, for 24 hours.
+/// write recognises its own first write), and *done*, remembered for a
+/// while. The prefix and both lifetimes are the caller's.
 ///
 /// ```
-/// # async fn demo(limiter: tollgate_core::Limiter, id: &str) -> Result<(), tollgate_core::Error> {
-/// let deliveries = limiter.deliveries();
+/// # async fn demo(store: impl tollgate_core::MarkStore, id: &str) -> Result<(), tollgate_core::Error> {
+/// use tollgate_core::Deliveries;
+/// let deliveries = Deliveries::new(store, "github-delivery:")?;
 /// if let Some(delivery) = deliveries.begin(id).await? {
 ///     match process(id).await {
 ///         Ok(()) => delivery.complete().await?, // done: redeliveries are duplicates
@@ -25,41 +32,86 @@ use crate::{Claim, CounterStore, Error, Limiter, MAX_PART_LEN, StoreError};
 /// ```
 ///
 /// If processing fails, the handle is dropped without completing, or the
-/// process dies, the lease ends and a redelivery is processed.
+/// process dies, the lease ends and a redelivery is processed. Cheap to
+/// clone; clones share the store.
 #[derive(Clone, Debug)]
 pub struct Deliveries {
-    limiter: Limiter,
+    store: Arc<dyn MarkStore>,
+    prefix: Arc<str>,
     lease: Duration,
+    done: Duration,
+    calls: Arc<Calls>,
+    failures: Arc<Failures>,
 }
 
 impl Deliveries {
-    /// How long a processed delivery is remembered: 24 hours.
-    pub const TTL: Duration = Duration::from_secs(24 * 3_600);
+    /// How long a delivery being processed is held unless set otherwise:
+    /// 60 seconds.
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
-    /// How long a delivery being processed is held by default: 60 seconds.
-    pub const LEASE: Duration = Duration::from_secs(60);
+    /// How long a processed delivery is remembered unless set otherwise:
+    /// 24 hours.
+    pub const DEFAULT_DONE: Duration = Duration::from_secs(24 * 3_600);
 
-    /// De-duplication in `limiter`'s store, under its retry policy.
-    pub fn new(limiter: Limiter) -> Deliveries {
-        Deliveries {
-            limiter,
-            lease: Deliveries::LEASE,
+    /// The longest prefix accepted, in bytes.
+    pub const MAX_PREFIX_LEN: usize = 64;
+
+    /// De-duplication of the deliveries marked `<prefix><id>` in `store`,
+    /// under the default [`RetryPolicy`] and lifetimes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPrefix`] for a prefix that is empty, longer than
+    /// [`MAX_PREFIX_LEN`](Deliveries::MAX_PREFIX_LEN) bytes, or starts as
+    /// counter keys do (`limit:`): marks never share a key with counters.
+    pub fn new(store: impl MarkStore, prefix: &str) -> Result<Deliveries, Error> {
+        if prefix.is_empty()
+            || prefix.len() > Deliveries::MAX_PREFIX_LEN
+            || prefix.starts_with(KEY_PREFIX)
+        {
+            return Err(Error::InvalidPrefix(prefix.to_owned()));
         }
+        Ok(Deliveries {
+            calls: Arc::new(Calls::new(store.name(), RetryPolicy::default())),
+            store: Arc::new(store),
+            prefix: prefix.into(),
+            lease: Deliveries::DEFAULT_LEASE,
+            done: Deliveries::DEFAULT_DONE,
+            failures: Arc::default(),
+        })
     }
 
     /// The same, holding a delivery being processed for `lease` (at least
     /// one millisecond): longer than processing ever takes.
-    pub fn with_lease(mut self, lease: Duration) -> Deliveries {
+    pub fn lease(mut self, lease: Duration) -> Deliveries {
         self.lease = lease.max(Duration::from_millis(1));
         self
     }
 
-    /// The stored key for delivery `id`.
-    pub fn key(id: &str) -> Result<String, Error> {
+    /// The same, remembering a processed delivery for `done` (at least one
+    /// millisecond): longer than the sender keeps sending it again.
+    pub fn done(mut self, done: Duration) -> Deliveries {
+        self.done = done.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The same, bounding every store call by `retry`.
+    pub fn retry(mut self, retry: RetryPolicy) -> Deliveries {
+        self.calls = Arc::new(self.calls.with_policy(retry));
+        self
+    }
+
+    /// The stored key for delivery `id`: `<prefix><id>`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidDeliveryId`] for an empty id or one longer than
+    /// [`MAX_PART_LEN`] bytes.
+    pub fn key(&self, id: &str) -> Result<String, Error> {
         if id.is_empty() || id.len() > MAX_PART_LEN {
             return Err(Error::InvalidDeliveryId);
         }
-        Ok(format!("github-delivery:{id}"))
+        Ok(format!("{}{id}", self.prefix))
     }
 
     /// Starts processing delivery `id`: `Some` handle exactly once per id
@@ -67,26 +119,38 @@ impl Deliveries {
     /// `None` for a duplicate. Fail-closed; a call answered with an error
     /// leaves no mark behind where the store can tell.
     pub async fn begin(&self, id: &str) -> Result<Option<Delivery>, Error> {
-        let key = Deliveries::key(id)?;
+        let key = self.key(id)?;
         let token = token();
-        let store: &dyn CounterStore = &**self.limiter.store();
         let claim = self
-            .limiter
-            .retry_policy()
-            .run(self.limiter.calls(), Op::Claim, true, |deadline| {
-                store.claim(&key, &token, self.lease, deadline)
+            .calls
+            .run(Op::Claim, true, |deadline| {
+                self.store.claim(&key, &token, self.lease, deadline)
             })
             .await;
         match claim {
             Ok(Claim::Acquired) => Ok(Some(Delivery {
-                limiter: self.limiter.clone(),
+                deliveries: self.clone(),
                 key,
                 token,
                 open: true,
             })),
             Ok(Claim::Held) => Ok(None),
-            Err(err) => Err(fail(&self.limiter, err)),
+            Err(err) => Err(self.fail(err)),
         }
+    }
+
+    /// Removes the mark `key` if `token` holds it.
+    async fn release(&self, key: &str, token: &str) -> Result<(), StoreError> {
+        self.calls
+            .run(Op::Release, true, |deadline| {
+                self.store.release(key, token, deadline)
+            })
+            .await
+            .map(drop)
+    }
+
+    fn fail(&self, err: StoreError) -> Error {
+        self.failures.unavailable(&self.prefix, err)
     }
 }
 
@@ -96,42 +160,44 @@ impl Deliveries {
 #[derive(Debug)]
 #[must_use = "a delivery is released when dropped; complete it once processed"]
 pub struct Delivery {
-    limiter: Limiter,
+    deliveries: Deliveries,
     key: String,
     token: String,
     open: bool,
 }
 
 impl Delivery {
-    /// Marks the delivery done for [`Deliveries::TTL`]: redeliveries are
-    /// duplicates from now on. Fail-closed: on an error the lease still ends
-    /// by itself, and a redelivery is processed again.
+    /// Marks the delivery done, for its [`Deliveries`]' `done` lifetime:
+    /// redeliveries are duplicates from now on. Fail-closed: on an error
+    /// the lease still ends by itself, and a redelivery is processed again.
     pub async fn complete(mut self) -> Result<(), Error> {
         self.open = false;
-        let store: &dyn CounterStore = &**self.limiter.store();
-        let done = self
-            .limiter
-            .retry_policy()
-            .run(self.limiter.calls(), Op::Finish, true, |deadline| {
-                store.finish(&self.key, &self.token, Deliveries::TTL, deadline)
+        let deliveries = &self.deliveries;
+        let done = deliveries
+            .calls
+            .run(Op::Finish, true, |deadline| {
+                let store = &deliveries.store;
+                store.finish(&self.key, &self.token, deliveries.done, deadline)
             })
             .await;
         match done {
             Ok(true) => Ok(()),
             Ok(false) => {
-                tracing::warn!("a webhook lease ran out before its delivery was complete");
+                tracing::warn!("a delivery's lease ran out before it was complete");
                 Ok(())
             }
-            Err(err) => Err(fail(&self.limiter, err)),
+            Err(err) => Err(deliveries.fail(err)),
         }
     }
 
     /// Gives the delivery up, so that a redelivery is processed. Fail-closed.
     pub async fn release(mut self) -> Result<(), Error> {
         self.open = false;
-        release(&self.limiter, &self.key, &self.token)
+        let deliveries = &self.deliveries;
+        deliveries
+            .release(&self.key, &self.token)
             .await
-            .map_err(|err| fail(&self.limiter, err))
+            .map_err(|err| deliveries.fail(err))
     }
 }
 
@@ -145,30 +211,15 @@ impl Drop for Delivery {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let limiter = self.limiter.clone();
+        let deliveries = self.deliveries.clone();
         let key = std::mem::take(&mut self.key);
         let token = std::mem::take(&mut self.token);
         runtime.spawn(async move {
-            if let Err(err) = release(&limiter, &key, &token).await {
+            if let Err(err) = deliveries.release(&key, &token).await {
                 tracing::debug!(kind = err.kind(), "releasing a dropped delivery failed");
             }
         });
     }
-}
-
-async fn release(limiter: &Limiter, key: &str, token: &str) -> Result<(), StoreError> {
-    let store: &dyn CounterStore = &**limiter.store();
-    limiter
-        .retry_policy()
-        .run(limiter.calls(), Op::Release, true, |deadline| {
-            store.release(key, token, deadline)
-        })
-        .await
-        .map(drop)
-}
-
-fn fail(limiter: &Limiter, err: StoreError) -> Error {
-    limiter.unavailable("webhook-delivery", err)
 }
 
 /// 128 random bits, as 32 hex digits; from the clock, the process and a
@@ -194,21 +245,65 @@ fn token() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Deadline;
+
+    /// A mark store that is never called.
+    #[derive(Debug)]
+    struct Nothing;
+
+    #[async_trait::async_trait]
+    impl MarkStore for Nothing {
+        async fn claim(
+            &self,
+            _: &str,
+            _: &str,
+            _: Duration,
+            _: Deadline,
+        ) -> Result<Claim, StoreError> {
+            unreachable!("not called")
+        }
+        async fn finish(
+            &self,
+            _: &str,
+            _: &str,
+            _: Duration,
+            _: Deadline,
+        ) -> Result<bool, StoreError> {
+            unreachable!("not called")
+        }
+        async fn release(&self, _: &str, _: &str, _: Deadline) -> Result<bool, StoreError> {
+            unreachable!("not called")
+        }
+    }
 
     #[test]
-    fn a_done_delivery_is_remembered_a_day_and_ids_are_bounded() {
-        assert_eq!(Deliveries::TTL, Duration::from_secs(86_400));
+    fn ids_are_1_to_256_bytes_under_the_callers_prefix() {
+        let deliveries = Deliveries::new(Nothing, "hook:");
+        let deliveries = deliveries.unwrap_or_else(|e| panic!("{e}"));
         let longest = "x".repeat(MAX_PART_LEN);
         assert_eq!(
-            Deliveries::key(&longest).ok(),
-            Some(format!("github-delivery:{longest}"))
+            deliveries.key(&longest).ok(),
+            Some(format!("hook:{longest}"))
         );
         let over = "x".repeat(MAX_PART_LEN + 1);
         assert!(matches!(
-            Deliveries::key(&over),
+            deliveries.key(&over),
             Err(Error::InvalidDeliveryId)
         ));
-        assert!(matches!(Deliveries::key(""), Err(Error::InvalidDeliveryId)));
+        assert!(matches!(deliveries.key(""), Err(Error::InvalidDeliveryId)));
+    }
+
+    #[test]
+    fn a_prefix_is_never_empty_long_or_a_counters() {
+        for prefix in ["", "limit:", "limit:x", &"p".repeat(65)] {
+            let made = Deliveries::new(Nothing, prefix);
+            assert!(
+                matches!(made, Err(Error::InvalidPrefix(_))),
+                "{prefix:?} accepted"
+            );
+        }
+        assert!(Deliveries::new(Nothing, &"p".repeat(64)).is_ok());
+        assert!(Deliveries::new(Nothing, "limits:").is_ok());
     }
 
     #[test]
@@ -218,15 +313,5 @@ mod tests {
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
         assert_ne!(a, crate::MARK_DONE);
-    }
-
-    #[test]
-    fn delivery_ids_are_1_to_256_bytes() {
-        assert!(Deliveries::key("").is_err());
-        assert!(Deliveries::key(&"x".repeat(257)).is_err());
-        assert_eq!(
-            Deliveries::key("abc").ok().as_deref(),
-            Some("github-delivery:abc")
-        );
     }
 }

@@ -62,6 +62,11 @@ pub enum Error {
     /// A webhook delivery id is empty or longer than [`MAX_PART_LEN`](crate::MAX_PART_LEN) bytes.
     #[error("invalid delivery id: it must be 1 to {max} bytes", max = crate::MAX_PART_LEN)]
     InvalidDeliveryId,
+    /// A de-duplication prefix is empty, longer than
+    /// [`Deliveries::MAX_PREFIX_LEN`](crate::Deliveries::MAX_PREFIX_LEN)
+    /// bytes, or starts as counter keys do (`limit:`).
+    #[error("invalid delivery prefix `{0}`: 1 to 64 bytes, not starting with `limit:`")]
+    InvalidPrefix(String),
     /// No client address was given, and development mode was not asked for.
     #[error("missing client address")]
     MissingAddress,

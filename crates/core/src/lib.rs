@@ -6,6 +6,7 @@ mod clock;
 mod deadline;
 mod dedup;
 mod error;
+mod failure;
 mod key;
 mod limiter;
 pub mod observe;
@@ -13,6 +14,8 @@ mod reply;
 mod retry;
 mod rule;
 mod store;
+#[cfg(feature = "test-util")]
+mod test_util;
 mod throttle;
 mod unit;
 mod verdict;
@@ -26,14 +29,18 @@ pub use deadline::Deadline;
 pub use dedup::{Deliveries, Delivery};
 pub use error::{BoxError, Error, StoreError};
 pub use key::{KEY_PREFIX, Limit, MAX_PART_LEN};
-pub use limiter::{Limiter, Mode, Policy};
+pub use limiter::{Limiter, LimiterBuilder, Mode, Policy};
 pub use retry::RetryPolicy;
 pub use rule::{DEFAULT_RULES_TOML, MAX_MAX, MAX_NAME_LEN, Rule, RuleSet};
-pub use store::{Claim, Counter, CounterStore, MARK_DONE, MAX_COUNT, Reservation};
+pub use store::{
+    Claim, Counter, CounterStore, MARK_DONE, MAX_COUNT, MarkStore, Prefixed, Reservation, Store,
+};
+#[cfg(feature = "test-util")]
+pub use test_util::{Fault, Faults, Faulty, Hook, Hooked};
 pub use unit::Unit;
 pub use verdict::{RateLimited, Usage, Verdict};
 pub use visitor::Visitor;
 pub use window::Window;
 
-/// The async-trait attribute used by [`CounterStore`], for store implementations.
+/// The async-trait attribute used by [`CounterStore`] and [`MarkStore`], for store implementations.
 pub use async_trait::async_trait;

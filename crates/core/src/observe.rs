@@ -128,22 +128,32 @@ impl fmt::Debug for RuleMetrics {
     }
 }
 
-/// A store operation, as the `op` label names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A store operation, as the `op` label of [`STORE_CALL_SECONDS`] names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(usize)]
-pub(crate) enum Op {
+#[non_exhaustive]
+pub enum Op {
+    /// [`CounterStore::count`](crate::CounterStore::count).
     Count,
+    /// [`CounterStore::reserve`](crate::CounterStore::reserve).
     Reserve,
+    /// [`CounterStore::refund`](crate::CounterStore::refund).
     Refund,
+    /// [`CounterStore::get`](crate::CounterStore::get).
     Get,
+    /// [`CounterStore::delete`](crate::CounterStore::delete).
     Delete,
+    /// [`MarkStore::claim`](crate::MarkStore::claim).
     Claim,
+    /// [`MarkStore::finish`](crate::MarkStore::finish).
     Finish,
+    /// [`MarkStore::release`](crate::MarkStore::release).
     Release,
 }
 
 impl Op {
-    const ALL: [Op; 8] = [
+    /// Every operation, in order.
+    pub const ALL: [Op; 8] = [
         Op::Count,
         Op::Reserve,
         Op::Refund,
@@ -154,7 +164,8 @@ impl Op {
         Op::Release,
     ];
 
-    fn as_str(self) -> &'static str {
+    /// The operation's name: `count`, `reserve`, ….
+    pub fn as_str(self) -> &'static str {
         match self {
             Op::Count => "count",
             Op::Reserve => "reserve",
@@ -192,6 +203,11 @@ impl StoreCalls {
             store,
             handles: OnceLock::new(),
         }
+    }
+
+    /// The store's name.
+    pub(crate) fn store(&self) -> &'static str {
+        self.store
     }
 
     /// Records one attempt of `op`.

@@ -46,14 +46,43 @@ impl RetryPolicy {
             .saturating_mul(self.retries.saturating_add(1))
             .saturating_add(self.delay.saturating_mul(self.retries))
     }
+}
 
-    /// Runs `call` under this policy: each attempt gets its deadline and is
-    /// cut off at it, and is recorded as a call of `op` to `store`. With
-    /// `retry` false (calls that must not run twice, such as refunds) there
-    /// is one attempt.
+/// A store's calls under one retry policy: the policy, its worst case (the
+/// budget of every check, told to the store with each attempt) and the
+/// store's call metrics. A limiter and deliveries each hold one.
+#[derive(Debug)]
+pub(crate) struct Calls {
+    policy: RetryPolicy,
+    check: Duration,
+    metrics: StoreCalls,
+}
+
+impl Calls {
+    /// Calls to the store named `store`, under `policy`.
+    pub(crate) fn new(store: &'static str, policy: RetryPolicy) -> Calls {
+        Calls {
+            check: policy.worst_case(),
+            policy,
+            metrics: StoreCalls::new(store),
+        }
+    }
+
+    /// The retry policy.
+    pub(crate) fn policy(&self) -> RetryPolicy {
+        self.policy
+    }
+
+    /// Calls to the same store under `policy` instead.
+    pub(crate) fn with_policy(&self, policy: RetryPolicy) -> Calls {
+        Calls::new(self.metrics.store(), policy)
+    }
+
+    /// Runs `call` under the policy: each attempt gets its deadline and is
+    /// cut off at it, and is recorded as a call of `op`. With `retry` false
+    /// (calls that must not run twice, such as refunds) there is one attempt.
     pub(crate) async fn run<T, F, Fut>(
         &self,
-        calls: &StoreCalls,
         op: Op,
         retry: bool,
         mut call: F,
@@ -62,6 +91,7 @@ impl RetryPolicy {
         F: FnMut(Deadline) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
+        let policy = &self.policy;
         let (mut started, mut wall) = (Instant::now(), SystemTime::now());
         // The check's deadline; the first attempt's (one timeout) is never
         // past it, so it is needed only once an attempt fails.
@@ -69,11 +99,10 @@ impl RetryPolicy {
         let mut check = None;
         let mut retries = 0;
         loop {
-            let mut deadline = Deadline::starting(started, wall, self.timeout);
+            let mut deadline = Deadline::starting(started, wall, policy.timeout).within(self.check);
             if retries > 0 {
-                let check = *check.get_or_insert_with(|| {
-                    Deadline::starting(first, first_wall, self.worst_case())
-                });
+                let check =
+                    *check.get_or_insert_with(|| Deadline::starting(first, first_wall, self.check));
                 deadline = deadline.min(check);
             }
             // The attempt is dropped (cancelled) as soon as it has its result.
@@ -87,21 +116,22 @@ impl RetryPolicy {
                         let at = tokio::time::Instant::from_std(deadline.instant());
                         match tokio::time::timeout_at(at, attempt).await {
                             Ok(result) => result,
-                            Err(_) => Err(StoreError::Timeout(self.timeout)),
+                            Err(_) => Err(StoreError::Timeout(policy.timeout)),
                         }
                     }
                 }
             };
-            calls.record(op, started.elapsed(), result.as_ref().map(drop));
+            self.metrics
+                .record(op, started.elapsed(), result.as_ref().map(drop));
             match result {
-                Err(e) if retry && e.is_transient() && retries < self.retries => {
+                Err(e) if retry && e.is_transient() && retries < policy.retries => {
                     retries += 1;
                     tracing::debug!(
                         kind = e.kind(),
                         retries,
                         "rate limit store call failed; retrying"
                     );
-                    tokio::time::sleep(self.delay).await;
+                    tokio::time::sleep(policy.delay).await;
                     (started, wall) = (Instant::now(), SystemTime::now());
                 }
                 result => return result,
@@ -142,24 +172,24 @@ mod tests {
     #[tokio::test]
     async fn transient_failures_are_retried_twice_and_others_never() {
         let attempts = AtomicU32::new(0);
-        let transient = quick()
-            .run(&StoreCalls::new("test"), Op::Count, true, |_| async {
+        let transient = Calls::new("test", quick())
+            .run(Op::Count, true, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Connection("refused".into()))
             })
             .await;
         assert_eq!(transient.map_err(|e| e.kind()), Err("connection"));
         assert_eq!(attempts.swap(0, Ordering::SeqCst), 3);
-        let permanent = quick()
-            .run(&StoreCalls::new("test"), Op::Count, true, |_| async {
+        let permanent = Calls::new("test", quick())
+            .run(Op::Count, true, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Backend("no".into()))
             })
             .await;
         assert!(permanent.is_err());
         assert_eq!(attempts.swap(0, Ordering::SeqCst), 1);
-        let once = quick()
-            .run(&StoreCalls::new("test"), Op::Count, false, |_| async {
+        let once = Calls::new("test", quick())
+            .run(Op::Count, false, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Connection("refused".into()))
             })
@@ -194,8 +224,8 @@ mod tests {
         };
         let drops = Arc::new(Mutex::new(Vec::new()));
         let started = std::time::Instant::now();
-        let result = policy
-            .run(&StoreCalls::new("test"), Op::Count, true, |_| {
+        let result = Calls::new("test", policy)
+            .run(Op::Count, true, |_| {
                 let lease = Lease(Arc::clone(&drops));
                 async move {
                     let _lease = lease;
@@ -222,8 +252,8 @@ mod tests {
         let policy = quick();
         let mut deadlines = Vec::new();
         let mut first_call = None;
-        let result = policy
-            .run(&StoreCalls::new("test"), Op::Count, true, |deadline| {
+        let result = Calls::new("test", policy)
+            .run(Op::Count, true, |deadline| {
                 first_call.get_or_insert_with(std::time::Instant::now);
                 deadlines.push(deadline);
                 async {
@@ -249,8 +279,8 @@ mod tests {
         let policy = quick();
         let started = std::time::Instant::now();
         let mut deadlines = Vec::new();
-        let result = policy
-            .run(&StoreCalls::new("test"), Op::Count, true, |deadline| {
+        let result = Calls::new("test", policy)
+            .run(Op::Count, true, |deadline| {
                 deadlines.push(deadline);
                 std::future::pending::<Result<(), StoreError>>()
             })
@@ -263,6 +293,11 @@ mod tests {
         }
         for deadline in &deadlines {
             assert!(deadline.instant() <= check, "an attempt outlives the check");
+            assert_eq!(
+                deadline.check_budget(),
+                policy.worst_case(),
+                "the store is not told the check's budget"
+            );
         }
         assert!(
             deadlines[0].instant() <= started + policy.timeout + Duration::from_millis(5),

@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use tollgate_core::Faulty;
 use tollgate_core::{
-    Claim, Clock, Counter, CounterStore, Deadline, Limit, Limiter, Mode, Policy, Reservation,
-    RetryPolicy, Rule, StoreError, Window, async_trait,
+    Clock, Counter, CounterStore, Deadline, Limit, Limiter, Mode, Policy, Reservation, RetryPolicy,
+    Rule, StoreError, Window, async_trait,
 };
 use tollgate_memory::MemoryStore;
-use tollgate_test_support::Faulty;
 
 /// A clock the tests move (`ManualClock` is behind the core's `test-util`).
 #[derive(Clone, Debug)]
@@ -48,7 +48,10 @@ fn rule(name: &str, max: u64, window: Window) -> Rule {
 
 fn limiter(clock: &ManualClock) -> (Limiter, Arc<Counted>) {
     let store = Arc::new(Faulty::new(MemoryStore::with_clock(clock.clone())));
-    (Limiter::with_parts(store.clone(), clock.clone()), store)
+    (
+        Limiter::builder(store.clone()).clock(clock.clone()).build(),
+        store,
+    )
 }
 
 fn calls(store: &Counted) -> usize {
@@ -59,8 +62,10 @@ fn calls(store: &Counted) -> usize {
 async fn refused_callers_cost_no_round_trip_and_get_the_stores_verdict() {
     let clock = ManualClock::new(Duration::from_secs(NOON));
     let (cached, store) = limiter(&clock);
-    let (plain, _) = limiter(&clock);
-    let plain = plain.with_cache_capacity(0);
+    let plain = Limiter::builder(MemoryStore::with_clock(clock.clone()))
+        .clock(clock.clone())
+        .cache(0)
+        .build();
     let limits = |who: &str| -> Vec<Limit> {
         vec![
             rule("ask", 3, Window::DAY).limit(&[who]).unwrap(),
@@ -249,15 +254,6 @@ impl CounterStore for Busy {
     async fn delete(&self, _: &str, _: Deadline) -> Result<bool, StoreError> {
         Err(StoreError::Busy("full".into()))
     }
-    async fn claim(&self, _: &str, _: &str, _: Duration, _: Deadline) -> Result<Claim, StoreError> {
-        Err(StoreError::Busy("full".into()))
-    }
-    async fn finish(&self, _: &str, _: &str, _: Duration, _: Deadline) -> Result<bool, StoreError> {
-        Err(StoreError::Busy("full".into()))
-    }
-    async fn release(&self, _: &str, _: &str, _: Deadline) -> Result<bool, StoreError> {
-        Err(StoreError::Busy("full".into()))
-    }
 }
 
 #[test]
@@ -275,7 +271,7 @@ fn metrics_count_each_failed_attempt_by_kind_beside_its_latency() {
                 delay: Duration::from_millis(1),
                 timeout: Duration::from_millis(50),
             };
-            let limiter = Limiter::new(Busy).with_retry(retry);
+            let limiter = Limiter::builder(Busy).retry(retry).build();
             let limits = [rule("e", 2, Window::DAY).limit(&["a"]).unwrap()];
             assert!(limiter.count(&limits).await.is_err());
         });

@@ -9,9 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tollgate_core::Faulty;
+use tollgate_core::observe::Op;
 use tollgate_core::{Clock, Limit, Limiter, RetryPolicy, Rule, Window};
 use tollgate_memory::MemoryStore;
-use tollgate_test_support::{Call, Faulty};
 
 /// 2026-06-15T12:00:30Z.
 const NOON: u64 = 20_619 * 86_400 + 43_230;
@@ -54,14 +55,14 @@ async fn refusals_after_a_full_counter(
         !refused.is_allowed() && !refused.is_local(),
         "the store refuses first"
     );
-    let before = store.calls_to(Call::Reserve);
+    let before = store.calls_to(Op::Reserve);
     let mut local = 0;
     for _ in 0..again {
         let verdict = limiter.reserve(&full).await.unwrap();
         assert!(!verdict.is_allowed());
         local += usize::from(verdict.is_local());
     }
-    (local, store.calls_to(Call::Reserve) - before)
+    (local, store.calls_to(Op::Reserve) - before)
 }
 
 /// Capacity 0 is no cache: every refusal is the store's. Any other capacity
@@ -75,10 +76,10 @@ async fn a_cache_of_capacity_zero_is_none_and_any_other_answers_refusals_locally
         (None, true),
     ] {
         let store = counted();
-        let limiter = Limiter::with_parts(store.clone(), Stopped);
+        let builder = Limiter::builder(store.clone()).clock(Stopped);
         let limiter = match capacity {
-            Some(capacity) => limiter.with_cache_capacity(capacity),
-            None => limiter,
+            Some(capacity) => builder.cache(capacity).build(),
+            None => builder.build(),
         };
         let (local, reached) = refusals_after_a_full_counter(&limiter, &store, 5).await;
         if cached {
@@ -101,21 +102,22 @@ async fn a_cache_of_capacity_zero_is_none_and_any_other_answers_refusals_locally
 /// otherwise).
 #[test]
 fn the_retry_policy_is_the_one_given() {
-    let limiter = Limiter::with_parts(MemoryStore::new(), Stopped);
+    let limiter = Limiter::new(MemoryStore::new());
     assert_eq!(limiter.retry_policy(), RetryPolicy::default());
     let patient = RetryPolicy {
         retries: 5,
         delay: Duration::from_millis(7),
         timeout: Duration::from_millis(300),
     };
-    assert_eq!(limiter.with_retry(patient).retry_policy(), patient);
+    let limiter = Limiter::builder(MemoryStore::new()).retry(patient).build();
+    assert_eq!(limiter.retry_policy(), patient);
 }
 
 /// Reading without spending calls a limit over exactly when one more call
 /// of its cost would be refused: at `count + cost == max` it still fits.
 #[tokio::test]
 async fn remaining_is_over_only_when_the_next_call_would_not_fit() {
-    let limiter = Limiter::with_parts(MemoryStore::new(), Stopped);
+    let limiter = Limiter::builder(MemoryStore::new()).clock(Stopped).build();
     let spend = [limit(5, 3)];
     assert!(limiter.count(&spend).await.unwrap().is_allowed());
     // 3 of 5 spent: a call of 2 fits exactly, a call of 3 does not.
@@ -132,18 +134,18 @@ async fn remaining_is_over_only_when_the_next_call_would_not_fit() {
 #[tokio::test]
 async fn settling_at_the_estimate_asks_the_store_nothing() {
     let store = counted();
-    let limiter = Limiter::with_parts(store.clone(), Stopped);
+    let limiter = Limiter::builder(store.clone()).clock(Stopped).build();
     let estimate = [limit(10, 4)];
     let spent = limiter.reserve(&estimate).await.unwrap();
     assert!(spent.is_allowed());
     limiter.settle(&spent, "ask", 4).await.unwrap();
-    assert_eq!(store.calls_to(Call::Refund), 0, "nothing to give back");
+    assert_eq!(store.calls_to(Op::Refund), 0, "nothing to give back");
     let read = limiter.remaining(&[limit(10, 1)]).await.unwrap();
     assert_eq!(read[0].remaining(), 6);
 
     let spent = limiter.reserve(&estimate).await.unwrap();
     limiter.settle(&spent, "ask", 1).await.unwrap();
-    assert_eq!(store.calls_to(Call::Refund), 1);
+    assert_eq!(store.calls_to(Op::Refund), 1);
     let read = limiter.remaining(&[limit(10, 1)]).await.unwrap();
     assert_eq!(read[0].remaining(), 5, "4 + 1 spent of 10");
 }

@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tollgate_core::observe::Op;
 use tollgate_core::{Clock, Limiter, Rule, StoreError, Window, async_trait};
+use tollgate_core::{Hook, Hooked};
 use tollgate_memory::MemoryStore;
-use tollgate_test_support::{Call, Hook, Hooked};
 
 #[derive(Clone, Debug)]
 struct Fixed(Arc<AtomicU64>);
@@ -30,8 +31,8 @@ struct Gate {
 
 #[async_trait]
 impl Hook for Gate {
-    async fn after(&self, call: Call, _: Option<&StoreError>) {
-        if call == Call::Reserve && self.armed.swap(false, Ordering::SeqCst) {
+    async fn after(&self, call: Op, _: Option<&StoreError>) {
+        if call == Op::Reserve && self.armed.swap(false, Ordering::SeqCst) {
             self.applied.notify_one();
             self.open.notified().await;
         }
@@ -48,12 +49,14 @@ fn setup() -> (Limiter, Arc<Gated>) {
         MemoryStore::with_clock(clock.clone()),
         Gate::default(),
     ));
-    let limiter =
-        Limiter::with_parts(store.clone(), clock).with_retry(tollgate_core::RetryPolicy {
+    let limiter = Limiter::builder(store.clone())
+        .clock(clock)
+        .retry(tollgate_core::RetryPolicy {
             retries: 0,
             delay: Duration::from_millis(1),
             timeout: Duration::from_secs(5),
-        });
+        })
+        .build();
     (limiter, store)
 }
 

@@ -30,7 +30,10 @@ impl Clock for Stopped {
 
 fn limiter() -> (Limiter, Arc<MemoryStore>) {
     let store = Arc::new(MemoryStore::new());
-    (Limiter::with_parts(store.clone(), Stopped), store)
+    (
+        Limiter::builder(store.clone()).clock(Stopped).build(),
+        store,
+    )
 }
 
 fn rule(name: &str, max: u64, window: Window) -> Rule {

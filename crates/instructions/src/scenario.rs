@@ -66,7 +66,9 @@ impl Scenario {
         let Ok(runtime) = runtime else { return };
         let rules = rules(self.limits, self.work == Work::Refused);
         let clock = Fixed;
-        let limiter = Limiter::with_parts(MemoryStore::with_clock(clock), clock);
+        let limiter = Limiter::builder(MemoryStore::with_clock(clock))
+            .clock(clock)
+            .build();
         runtime.block_on(async {
             for i in 0..=n {
                 // Refused: one principal, over its limit after the first call.

@@ -1,19 +1,15 @@
-//! Test support for tollgate's own tests: private servers, log capture, a
-//! store wrapper that runs a test's hook around each call (one that fails on
-//! demand among them) and tests across processes. Not part of any store's
-//! contract: the conformance suite (`tollgate-conformance`) holds the store
-//! checks.
+//! Test support for tollgate's own tests: private servers, log capture and
+//! tests across processes. Not part of any store's contract: the
+//! conformance suite (`tollgate-conformance`) holds the store checks, and
+//! the store wrappers for tests (`Hooked`, `Faulty`) are in
+//! `tollgate-core`'s `test-util` feature.
 
-mod faulty;
-mod hooked;
 mod logs;
 pub mod postgres_server;
 pub mod processes;
 pub mod redis_cluster;
 pub mod redis_server;
 
-pub use faulty::{Fault, Faults, Faulty};
-pub use hooked::{Call, Hook, Hooked};
 pub use logs::Logs;
 
 use std::sync::atomic::{AtomicU64, Ordering};

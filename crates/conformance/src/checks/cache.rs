@@ -5,7 +5,7 @@ use std::time::Duration;
 use tollgate_core::{Limit, Limiter, Verdict, Window};
 
 use crate::Harness;
-use crate::support::{clock, limiter, ok, rule, unique};
+use crate::support::{RETRY, clock, limiter, ok, rule, unique};
 
 /// What a caller can see of a verdict: allowed or not, the diagnostic, and
 /// each limit's remaining budget.
@@ -24,7 +24,11 @@ fn seen(verdict: &Verdict) -> (bool, Option<(String, u64, u64)>, Vec<i64>) {
 pub async fn cached_and_uncached_limiters_agree<H: Harness>(harness: &H) {
     let clock = clock(harness);
     let cached = limiter(harness.open().await, &clock);
-    let plain = limiter(harness.open().await, &clock).with_cache_capacity(0);
+    let plain = Limiter::builder(harness.open().await)
+        .clock(clock.clone())
+        .retry(RETRY)
+        .cache(0)
+        .build();
     let own = rule("c-own", 4, Window::DAY, 2);
     let shared = rule("c-shared", 9, Window::HOUR, 1);
     let tokens = rule("c-tokens", 60, Window::DAY, 1);

@@ -4,16 +4,16 @@ use std::time::{Duration, Instant};
 
 use tollgate_core::{Deliveries, Delivery};
 
-use crate::support::{clock, limiter, ok, unique};
+use crate::support::{clock, deliveries, ok, unique};
 use crate::{Expiry, Harness};
 
 /// One delivery id is begun exactly once, even when deliveries race over
 /// two clients; a completed delivery stays a duplicate.
 pub async fn delivery_is_first_exactly_once<H: Harness>(harness: &H) {
-    let clock = clock(harness);
+    let _ = clock(harness);
     let deliveries = [
-        limiter(harness.open().await, &clock).deliveries(),
-        limiter(harness.open().await, &clock).deliveries(),
+        deliveries(harness.open().await),
+        deliveries(harness.open().await),
     ];
     let id = unique();
     let tasks: Vec<_> = (0..40)
@@ -43,8 +43,8 @@ pub async fn delivery_is_first_exactly_once<H: Harness>(harness: &H) {
 /// A released delivery can be begun again, so a redelivery of a delivery
 /// whose processing failed is processed.
 pub async fn released_delivery_is_first_again<H: Harness>(harness: &H) {
-    let clock = clock(harness);
-    let deliveries = limiter(harness.open().await, &clock).deliveries();
+    let _ = clock(harness);
+    let deliveries = deliveries(harness.open().await);
     let id = unique();
     let first = ok(deliveries.begin(&id).await, "begin");
     let first = first.unwrap_or_else(|| panic!("a new id must begin"));
@@ -64,8 +64,8 @@ pub async fn released_delivery_is_first_again<H: Harness>(harness: &H) {
 /// A delivery dropped without being completed is released in the
 /// background: a redelivery begins within a second.
 pub async fn a_dropped_delivery_is_released<H: Harness>(harness: &H) {
-    let clock = clock(harness);
-    let deliveries = limiter(harness.open().await, &clock).deliveries();
+    let _ = clock(harness);
+    let deliveries = deliveries(harness.open().await);
     let id = unique();
     let first = ok(deliveries.begin(&id).await, "begin");
     let first = first.unwrap_or_else(|| panic!("a new id must begin"));
@@ -83,19 +83,17 @@ pub async fn a_dropped_delivery_is_released<H: Harness>(harness: &H) {
 /// lease, or in real time with a lease of 300 ms.
 pub async fn a_crashed_delivery_is_begun_again_after_its_lease<H: Harness>(harness: &H) {
     const SHORT: Duration = Duration::from_millis(300);
-    let clock = clock(harness);
+    let _ = clock(harness);
     let lease = if harness.store_clock().is_some() {
-        Deliveries::LEASE
+        Deliveries::DEFAULT_LEASE
     } else {
         SHORT
     };
-    let deliveries = limiter(harness.open().await, &clock)
-        .deliveries()
-        .with_lease(lease);
+    let deliveries = deliveries(harness.open().await).lease(lease);
     let id = unique();
     let crashed = ok(deliveries.begin(&id).await, "begin");
     std::mem::forget(crashed.unwrap_or_else(|| panic!("a new id must begin")));
-    let key = ok(Deliveries::key(&id), "key");
+    let key = ok(deliveries.key(&id), "key");
     match harness.expiry(&key).await {
         Expiry::In(left) => assert!(
             left <= lease + Duration::from_secs(1),

@@ -1,9 +1,11 @@
 //! Restart survival.
 
+use std::sync::Arc;
+
 use tollgate_core::Window;
 
 use crate::Harness;
-use crate::support::{clock, limiter, ok, rule, unique};
+use crate::support::{clock, deliveries, limiter, ok, rule, unique};
 
 /// Dropping every client and opening new ones on the same storage loses no
 /// count: counted and reserved calls and de-duplication marks are all intact.
@@ -20,7 +22,9 @@ pub async fn counts_survive_a_restart<H: Harness>(harness: &H) {
     )];
     let delivery = format!("delivery-{id}");
     {
-        let first = limiter(harness.open().await, &clock);
+        let store = Arc::new(harness.open().await);
+        let marks = deliveries(Arc::clone(&store));
+        let first = limiter(store, &clock);
         let second = limiter(harness.open().await, &clock);
         for _ in 0..3 {
             ok(first.count(&counted).await, "count");
@@ -28,11 +32,13 @@ pub async fn counts_survive_a_restart<H: Harness>(harness: &H) {
         for _ in 0..2 {
             ok(second.reserve(&reserved).await, "reserve");
         }
-        let begun = ok(first.deliveries().begin(&delivery).await, "begin");
+        let begun = ok(marks.begin(&delivery).await, "begin");
         let begun = begun.unwrap_or_else(|| panic!("a new delivery must begin"));
         ok(begun.complete().await, "complete");
     }
-    let reopened = limiter(harness.open().await, &clock);
+    let store = Arc::new(harness.open().await);
+    let reopened_marks = deliveries(Arc::clone(&store));
+    let reopened = limiter(store, &clock);
     let left = ok(
         reopened
             .remaining(&[counted[0].clone(), reserved[0].clone()])
@@ -42,7 +48,7 @@ pub async fn counts_survive_a_restart<H: Harness>(harness: &H) {
     assert_eq!(left[0].remaining(), 7, "counted calls lost in the restart");
     assert_eq!(left[1].remaining(), 8, "reserved calls lost in the restart");
     assert!(
-        ok(reopened.deliveries().begin(&delivery).await, "begin").is_none(),
+        ok(reopened_marks.begin(&delivery).await, "begin").is_none(),
         "a completed delivery was lost in the restart"
     );
     let verdict = ok(reopened.count(&counted).await, "count");

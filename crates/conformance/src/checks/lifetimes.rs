@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Claim, Clock, Counter, CounterStore, Limit, Window};
+use tollgate_core::{Claim, Clock, Counter, CounterStore, Limit, MarkStore, Window};
 
 use crate::support::{
     SLACK, assert_fresh_lifetime, assert_gone, clock, deadline, lifetime, lifetime_windows,

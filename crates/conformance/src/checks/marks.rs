@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Claim, Counter, CounterStore};
+use tollgate_core::{Claim, Counter, CounterStore, MarkStore};
 
 use crate::support::{clock, deadline, ok, unique};
 use crate::{Expiry, Harness};

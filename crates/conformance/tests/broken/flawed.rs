@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MAX_COUNT, Reservation, StoreError, async_trait,
+    Claim, Counter, CounterStore, Deadline, MAX_COUNT, MarkStore, Reservation, StoreError,
+    async_trait,
 };
 use tollgate_memory::MemoryStore;
 
@@ -243,7 +244,10 @@ impl CounterStore for Flawed {
         }
         self.inner.delete(key, deadline).await
     }
+}
 
+#[async_trait]
+impl MarkStore for Flawed {
     async fn claim(
         &self,
         key: &str,

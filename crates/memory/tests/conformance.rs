@@ -68,3 +68,47 @@ mod system_clock {
 
     conformance_tests!(SystemClockHarness);
 }
+
+/// The same suite through [`Prefixed`]: a prefix over any store is a
+/// correct store (its keys read back with the prefix in the store below).
+mod prefixed {
+    use tollgate_core::Prefixed;
+
+    use super::*;
+
+    const PREFIX: &str = "tenant:{a}:";
+
+    struct PrefixedHarness {
+        store: Prefixed<MemoryStore>,
+        clock: ManualClock,
+    }
+
+    impl Harness for PrefixedHarness {
+        type Store = Prefixed<MemoryStore>;
+
+        async fn start() -> PrefixedHarness {
+            let clock = ManualClock::starting_now();
+            PrefixedHarness {
+                store: Prefixed::new(PREFIX, MemoryStore::with_clock(clock.clone())),
+                clock,
+            }
+        }
+
+        async fn open(&self) -> Prefixed<MemoryStore> {
+            self.store.clone()
+        }
+
+        async fn expiry(&self, key: &str) -> Expiry {
+            let inner = self.store.inner();
+            assert_eq!(inner.expiry(key), None, "{key} stored without its prefix");
+            let stored = format!("{PREFIX}{key}");
+            inner.expiry(&stored).map_or(Expiry::Absent, Expiry::In)
+        }
+
+        fn store_clock(&self) -> Option<ManualClock> {
+            Some(self.clock.clone())
+        }
+    }
+
+    conformance_tests!(PrefixedHarness);
+}

@@ -1,4 +1,5 @@
-//! The storage contract: [`CounterStore`].
+//! [`CounterStore`]: counters, added to, reserved, refunded and read in
+//! one round trip per batch.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -6,16 +7,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Deadline, StoreError};
+use crate::{Deadline, Store, StoreError};
 
 /// The largest count a store keeps: 2^53. Counts saturate here instead of
 /// wrapping, and every count up to it is exact in a Lua number (a double).
 /// It is above [`MAX_MAX`](crate::MAX_MAX), so a saturated counter is over
 /// any limit.
 pub const MAX_COUNT: u64 = 1 << 53;
-
-/// The value of a webhook mark once its delivery was processed.
-pub const MARK_DONE: &str = "done";
 
 /// One counter of a batch: its stored key, its lifetime, what the call
 /// spends on it and the most a reservation may bring it to.
@@ -66,23 +64,14 @@ pub struct Reservation {
     pub counts: Vec<u64>,
 }
 
-/// What [`CounterStore::claim`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Claim {
-    /// The key now holds the caller's token: stored by this call, or by an
-    /// earlier attempt of the same claim.
-    Acquired,
-    /// The key holds another value: another token, or [`MARK_DONE`].
-    Held,
-}
-
-/// Storage for counters and webhook marks. A store only keeps integers and
-/// short strings; all rules, windows and policies stay in the core.
+/// Counters: integers in `0..=`[`MAX_COUNT`] under opaque keys, each with a
+/// lifetime. A store only keeps them; all rules, windows and policies stay
+/// in the core.
 ///
 /// # Contract
 ///
-/// Every store must pass `tollgate-conformance`, which is the definition of
-/// this contract. In short:
+/// Every store must pass the counter checks of `tollgate-conformance`,
+/// which are the definition of this contract. In short:
 ///
 /// - Each method is one round trip to the store, whatever the batch size.
 /// - Each method gets the [`Deadline`] of its attempt. A store that can
@@ -90,7 +79,9 @@ pub enum Claim {
 ///   [`Deadline::SKEW_MARGIN`]) has passed, and answers
 ///   [`StoreError::Timeout`] if anyone still listens. A store keeps no timer
 ///   of its own for a call: the [`Limiter`](crate::Limiter) bounds each
-///   attempt.
+///   attempt, and whatever a store must bound beyond one attempt (a
+///   connection being made, a give-back) it bounds by the deadline's
+///   [`check_budget`](Deadline::check_budget).
 /// - A counter that exists always has a lifetime: it lives at least until
 ///   `ttl` after its first increment in its window (the core gives a `ttl`
 ///   of one window, so a counter never expires before its window ends), and
@@ -102,10 +93,11 @@ pub enum Claim {
 ///   ([`Counter::added_to`], [`Counter::refunded_from`]), never wraps.
 /// - Concurrent callers (tasks, processes, machines sharing the store) never
 ///   lose or duplicate an update.
-/// - Counts and marks survive dropping every client and opening new ones.
+/// - Counts survive dropping every client and opening new ones.
 /// - Keys are opaque bytes; a store must not merge two different keys.
-///   Counters and marks never share a key. Keys within one batch are
-///   distinct (the [`Limiter`](crate::Limiter) guarantees it).
+///   Keys within one batch are distinct (the [`Limiter`](crate::Limiter)
+///   guarantees it). A store that also keeps marks keeps them apart from
+///   counters.
 ///
 /// # Errors
 ///
@@ -120,9 +112,10 @@ pub trait CounterStore: Debug + Send + Sync + 'static {
     }
 
     /// This store behind one shared pointer, as a [`Limiter`](crate::Limiter)
-    /// holds it: a store that already is an `Arc<dyn CounterStore>` (as
-    /// `tollgate::open_store` gives) is kept as it is, not wrapped again, so
-    /// that each call goes through one dynamic dispatch.
+    /// holds it: a store that already is an `Arc<dyn CounterStore>` or an
+    /// `Arc<dyn Store>` (as `tollgate::open_store` gives) is kept as it is,
+    /// not wrapped again, so that each call goes through one dynamic
+    /// dispatch.
     fn into_shared(self) -> Arc<dyn CounterStore>
     where
         Self: Sized,
@@ -157,42 +150,16 @@ pub trait CounterStore: Debug + Send + Sync + 'static {
 
     /// Removes the counter `key`; whether it existed.
     async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError>;
-
-    /// Stores the mark `key` = `token` for `ttl` unless the key holds a
-    /// value; [`Claim::Acquired`] when it now holds `token` (this call or an
-    /// earlier attempt of it stored it), [`Claim::Held`] otherwise.
-    async fn claim(
-        &self,
-        key: &str,
-        token: &str,
-        ttl: Duration,
-        deadline: Deadline,
-    ) -> Result<Claim, StoreError>;
-
-    /// Sets the mark `key` to [`MARK_DONE`] for `ttl` when it holds `token`,
-    /// nothing or already [`MARK_DONE`]; whether it did (false: another
-    /// token holds it).
-    async fn finish(
-        &self,
-        key: &str,
-        token: &str,
-        ttl: Duration,
-        deadline: Deadline,
-    ) -> Result<bool, StoreError>;
-
-    /// Removes the mark `key` when it holds `token`; whether it did.
-    async fn release(&self, key: &str, token: &str, deadline: Deadline)
-    -> Result<bool, StoreError>;
 }
 
-/// A store that forwards every call to `**self`: `impl [generics] for
-/// type { how it becomes shared }`.
-macro_rules! forward_store {
+/// A counter store that forwards every call to `**self`: `impl [generics]
+/// for type { how it becomes shared }`.
+macro_rules! forward {
     ($(impl [$($generics:tt)*] for $ty:ty { $shared:expr })*) => {$(
         #[async_trait]
         impl<$($generics)*> CounterStore for $ty {
             fn name(&self) -> &'static str {
-                (**self).name()
+                CounterStore::name(&**self)
             }
             fn into_shared(self) -> Arc<dyn CounterStore> {
                 ($shared)(self)
@@ -212,22 +179,14 @@ macro_rules! forward_store {
             async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
                 (**self).delete(key, deadline).await
             }
-            async fn claim(&self, key: &str, token: &str, ttl: Duration, deadline: Deadline) -> Result<Claim, StoreError> {
-                (**self).claim(key, token, ttl, deadline).await
-            }
-            async fn finish(&self, key: &str, token: &str, ttl: Duration, deadline: Deadline) -> Result<bool, StoreError> {
-                (**self).finish(key, token, ttl, deadline).await
-            }
-            async fn release(&self, key: &str, token: &str, deadline: Deadline) -> Result<bool, StoreError> {
-                (**self).release(key, token, deadline).await
-            }
         }
     )*};
 }
 
-forward_store! {
+forward! {
     impl [S: CounterStore] for Arc<S> { |s: Arc<S>| -> Arc<dyn CounterStore> { s } }
     impl [] for Arc<dyn CounterStore> { |s: Arc<dyn CounterStore>| s }
+    impl [] for Arc<dyn Store> { |s: Arc<dyn Store>| -> Arc<dyn CounterStore> { s } }
     impl [S: CounterStore] for Box<S> { |s: Box<S>| -> Arc<dyn CounterStore> { Arc::from(s as Box<dyn CounterStore>) } }
     impl [] for Box<dyn CounterStore> { |s: Box<dyn CounterStore>| -> Arc<dyn CounterStore> { Arc::from(s) } }
 }
@@ -264,27 +223,6 @@ mod tests {
             Err(StoreError::Backend("down".into()))
         }
         async fn delete(&self, _: &str, _: Deadline) -> Result<bool, StoreError> {
-            Err(StoreError::Backend("down".into()))
-        }
-        async fn claim(
-            &self,
-            _: &str,
-            _: &str,
-            _: Duration,
-            _: Deadline,
-        ) -> Result<Claim, StoreError> {
-            Err(StoreError::Backend("down".into()))
-        }
-        async fn finish(
-            &self,
-            _: &str,
-            _: &str,
-            _: Duration,
-            _: Deadline,
-        ) -> Result<bool, StoreError> {
-            Err(StoreError::Backend("down".into()))
-        }
-        async fn release(&self, _: &str, _: &str, _: Deadline) -> Result<bool, StoreError> {
             Err(StoreError::Backend("down".into()))
         }
     }

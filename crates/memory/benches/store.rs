@@ -38,7 +38,9 @@ fn store(c: &mut Criterion) {
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
         return;
     };
-    let limiter = Limiter::with_parts(MemoryStore::new(), SystemClock);
+    let limiter = Limiter::builder(MemoryStore::new())
+        .clock(SystemClock)
+        .build();
     let sets: Vec<Vec<Limit>> = visitors.iter().map(|v| ask_limits(&rules, v)).collect();
     let ones: Vec<Vec<Limit>> = sets.iter().map(|s| s[..1].to_vec()).collect();
 

@@ -4,55 +4,37 @@
 use std::fmt::Debug;
 use std::time::Duration;
 
-use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
+use async_trait::async_trait;
 
-/// A store operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Call {
-    /// [`CounterStore::count`].
-    Count,
-    /// [`CounterStore::reserve`].
-    Reserve,
-    /// [`CounterStore::refund`].
-    Refund,
-    /// [`CounterStore::get`].
-    Get,
-    /// [`CounterStore::delete`].
-    Delete,
-    /// [`CounterStore::claim`].
-    Claim,
-    /// [`CounterStore::finish`].
-    Finish,
-    /// [`CounterStore::release`].
-    Release,
-}
+use crate::observe::Op;
+use crate::{Claim, Counter, CounterStore, Deadline, MarkStore, Reservation, StoreError};
 
 /// What a [`Hooked`] store does around each call; both steps do nothing
 /// unless a hook says otherwise.
 #[async_trait]
 pub trait Hook: Debug + Send + Sync + 'static {
     /// Before `call` reaches the store; an error answers the call instead.
-    async fn before(&self, _call: Call) -> Result<(), StoreError> {
+    async fn before(&self, _call: Op) -> Result<(), StoreError> {
         Ok(())
     }
 
     /// Once the store answered `call`, with `error` when it failed.
-    async fn after(&self, _call: Call, _error: Option<&StoreError>) {}
+    async fn after(&self, _call: Op, _error: Option<&StoreError>) {}
 }
 
 #[async_trait]
 impl<H: Hook> Hook for std::sync::Arc<H> {
-    async fn before(&self, call: Call) -> Result<(), StoreError> {
+    async fn before(&self, call: Op) -> Result<(), StoreError> {
         (**self).before(call).await
     }
 
-    async fn after(&self, call: Call, error: Option<&StoreError>) {
+    async fn after(&self, call: Op, error: Option<&StoreError>) {
         (**self).after(call, error).await;
     }
 }
 
-/// A store that runs `hook` around every call of `store`, and is named
-/// as it.
+/// A store that runs `hook` around every call of `store` (counters and
+/// marks alike), and is named as it.
 #[derive(Debug)]
 pub struct Hooked<S, H> {
     /// The wrapped store.
@@ -71,7 +53,7 @@ impl<S, H> Hooked<S, H> {
     /// is not called at all when `before` fails.
     async fn run<'a, T, F>(
         &'a self,
-        call: Call,
+        call: Op,
         answer: impl FnOnce(&'a S) -> F,
     ) -> Result<T, StoreError>
     where
@@ -88,27 +70,34 @@ impl<S, H> Hooked<S, H> {
 #[async_trait]
 impl<S: CounterStore, H: Hook> CounterStore for Hooked<S, H> {
     fn name(&self) -> &'static str {
-        self.store.name()
+        CounterStore::name(&self.store)
     }
 
     async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.run(Call::Count, |s| s.count(c, d)).await
+        self.run(Op::Count, |s| s.count(c, d)).await
     }
 
     async fn reserve(&self, c: &[Counter], d: Deadline) -> Result<Reservation, StoreError> {
-        self.run(Call::Reserve, |s| s.reserve(c, d)).await
+        self.run(Op::Reserve, |s| s.reserve(c, d)).await
     }
 
     async fn refund(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.run(Call::Refund, |s| s.refund(c, d)).await
+        self.run(Op::Refund, |s| s.refund(c, d)).await
     }
 
     async fn get(&self, k: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.run(Call::Get, |s| s.get(k, d)).await
+        self.run(Op::Get, |s| s.get(k, d)).await
     }
 
     async fn delete(&self, k: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.run(Call::Delete, |s| s.delete(k, d)).await
+        self.run(Op::Delete, |s| s.delete(k, d)).await
+    }
+}
+
+#[async_trait]
+impl<S: MarkStore, H: Hook> MarkStore for Hooked<S, H> {
+    fn name(&self) -> &'static str {
+        MarkStore::name(&self.store)
     }
 
     async fn claim(
@@ -118,7 +107,7 @@ impl<S: CounterStore, H: Hook> CounterStore for Hooked<S, H> {
         ttl: Duration,
         d: Deadline,
     ) -> Result<Claim, StoreError> {
-        self.run(Call::Claim, |s| s.claim(k, t, ttl, d)).await
+        self.run(Op::Claim, |s| s.claim(k, t, ttl, d)).await
     }
 
     async fn finish(
@@ -128,10 +117,10 @@ impl<S: CounterStore, H: Hook> CounterStore for Hooked<S, H> {
         ttl: Duration,
         d: Deadline,
     ) -> Result<bool, StoreError> {
-        self.run(Call::Finish, |s| s.finish(k, t, ttl, d)).await
+        self.run(Op::Finish, |s| s.finish(k, t, ttl, d)).await
     }
 
     async fn release(&self, k: &str, t: &str, d: Deadline) -> Result<bool, StoreError> {
-        self.run(Call::Release, |s| s.release(k, t, d)).await
+        self.run(Op::Release, |s| s.release(k, t, d)).await
     }
 }

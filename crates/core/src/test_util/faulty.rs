@@ -4,9 +4,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tollgate_core::{StoreError, async_trait};
+use async_trait::async_trait;
 
-use crate::{Call, Hook, Hooked};
+use super::{Hook, Hooked};
+use crate::StoreError;
+use crate::observe::Op;
 
 /// How a [`Faulty`] store answers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,14 +60,14 @@ impl<S> Hooked<S, Faults> {
     }
 
     /// How many calls of `call` reached this wrapper.
-    pub fn calls_to(&self, call: Call) -> usize {
+    pub fn calls_to(&self, call: Op) -> usize {
         self.hook.calls[call as usize].load(Ordering::SeqCst)
     }
 }
 
 #[async_trait]
 impl Hook for Faults {
-    async fn before(&self, call: Call) -> Result<(), StoreError> {
+    async fn before(&self, call: Op) -> Result<(), StoreError> {
         self.calls[call as usize].fetch_add(1, Ordering::SeqCst);
         let fault = *self.fault.lock().unwrap_or_else(|p| p.into_inner());
         match fault {

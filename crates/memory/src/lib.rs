@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use map::Map;
 use tollgate_core::{
-    Claim, Clock, Counter, CounterStore, Deadline, MARK_DONE, Reservation, StoreError, SystemClock,
-    async_trait,
+    Claim, Clock, Counter, CounterStore, Deadline, MARK_DONE, MarkStore, Reservation, StoreError,
+    SystemClock, async_trait,
 };
 
-/// An in-memory [`CounterStore`] for tests. Clones share one map, like
-/// several clients of one server.
+/// An in-memory [`CounterStore`] and [`MarkStore`] for tests. Clones share
+/// one map, like several clients of one server.
 #[derive(Clone, Debug)]
 pub struct MemoryStore {
     entries: Arc<Mutex<Map<Entry>>>,
@@ -196,7 +196,10 @@ impl CounterStore for MemoryStore {
         let mut map = self.lock();
         Ok(map.remove(key).is_some_and(|e| e.expires_at > now))
     }
+}
 
+#[async_trait]
+impl MarkStore for MemoryStore {
     async fn claim(
         &self,
         key: &str,

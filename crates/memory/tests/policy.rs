@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tollgate_core::{Deliveries, Fault, Faulty};
 use tollgate_core::{Error, Limit, Limiter, ManualClock, RetryPolicy, Rule, StoreError, Window};
 use tollgate_memory::MemoryStore;
-use tollgate_test_support::{Fault, Faulty, Logs, unique};
+use tollgate_test_support::{Logs, unique};
 
 fn clock() -> ManualClock {
     ManualClock::new(Duration::from_secs(20_421 * 86_400 + 43_200))
@@ -27,7 +28,7 @@ fn limit(name: &str, max: u64) -> Limit {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_allows_and_logs() {
     let store = Arc::new(Faulty::new(MemoryStore::new()));
-    let limiter = Limiter::with_parts(store.clone(), clock());
+    let limiter = Limiter::builder(store.clone()).clock(clock()).build();
     let limits = [limit("docs-run", 1), limit("publish", 1)];
     let healthy = limiter.within(&limits).await;
     assert!(healthy.is_allowed() && !healthy.is_degraded());
@@ -39,7 +40,7 @@ async fn fail_open_allows_and_logs() {
     for fault in [Fault::Transient, Fault::Permanent] {
         store.set(fault);
         // A new limiter: warnings are rate-limited per limiter.
-        let limiter = Limiter::with_parts(store.clone(), clock());
+        let limiter = Limiter::builder(store.clone()).clock(clock()).build();
         let logs = Logs::default();
         let verdict = logs.capture(limiter.within(&limits)).await;
         assert!(verdict.is_allowed(), "fail-open must allow on {fault:?}");
@@ -73,10 +74,13 @@ async fn fail_open_allows_and_logs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_warnings_are_rate_limited_and_carry_the_cause() {
     let store = Arc::new(Faulty::new(MemoryStore::new()));
-    let limiter = Limiter::with_parts(store.clone(), clock()).with_retry(RetryPolicy {
-        retries: 0,
-        ..RetryPolicy::default()
-    });
+    let limiter = Limiter::builder(store.clone())
+        .clock(clock())
+        .retry(RetryPolicy {
+            retries: 0,
+            ..RetryPolicy::default()
+        })
+        .build();
     let limits = [limit("docs-run", 10)];
     store.set(Fault::Transient);
     let logs = Logs::default();
@@ -120,7 +124,7 @@ async fn fail_open_warnings_are_rate_limited_and_carry_the_cause() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_closed_returns_unavailable() {
     let store = Arc::new(Faulty::new(MemoryStore::new()));
-    let limiter = Limiter::with_parts(store.clone(), clock());
+    let limiter = Limiter::builder(store.clone()).clock(clock()).build();
     let limits = [limit("ask", 15)];
     for fault in [Fault::Transient, Fault::Permanent] {
         store.set(fault);
@@ -140,7 +144,8 @@ async fn fail_closed_returns_unavailable() {
                 other => panic!("fail-closed must be Unavailable on {fault:?}, got {other:?}"),
             }
         }
-        let dedup = limiter.deliveries().begin("abc").await.map(|d| d.is_some());
+        let deliveries = ok(Deliveries::new(store.clone(), "hook:"), "deliveries");
+        let dedup = deliveries.begin("abc").await.map(|d| d.is_some());
         assert!(matches!(dedup, Err(Error::Unavailable(_))), "{dedup:?}");
     }
     store.set(Fault::None);
@@ -159,7 +164,7 @@ async fn retry_stops_after_three_attempts() {
     );
     assert_eq!(policy.worst_case(), Duration::from_millis(350));
     let store = Arc::new(Faulty::new(MemoryStore::new()));
-    let limiter = Limiter::with_parts(store.clone(), clock());
+    let limiter = Limiter::builder(store.clone()).clock(clock()).build();
     let limits = [limit("retry", 10)];
 
     store.set(Fault::Transient);

@@ -1,0 +1,283 @@
+//! [`Limiter`]: counts limits in a store under a failure policy.
+
+mod builder;
+mod distinct;
+mod settle;
+
+use std::sync::Arc;
+
+use crate::cache::LocalCache;
+use crate::failure::{Failures, Names};
+use crate::observe::{self, Op, Outcome};
+use crate::retry::Calls;
+use crate::throttle::Throttle;
+use crate::{
+    Clock, Counter, CounterStore, Error, Limit, Reservation, RetryPolicy, Usage, Verdict, reply,
+};
+
+pub use builder::LimiterBuilder;
+
+/// What a check does when the store fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Log a warning, allow the call and mark the verdict degraded: for
+    /// signed-in actions that other controls already bound.
+    FailOpen,
+    /// Refuse with [`Error::Unavailable`] (HTTP 503): for anonymous, expensive
+    /// routes that nothing else would keep in check.
+    FailClosed,
+}
+
+/// How a check spends budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Always increment every counter; over when any goes past its max.
+    Count,
+    /// Increment every counter only if all stay within their max; a refused
+    /// call spends nothing, so it cannot drain a shared budget.
+    Reserve,
+}
+
+/// Checks limits against a [`CounterStore`]. Cheap to clone; clones share the
+/// store, the clock, the retry policy and the cache. Built with
+/// [`Limiter::new`] or, to set its clock, retry policy or cache,
+/// [`Limiter::builder`].
+///
+/// ```
+/// # async fn demo(store: impl tollgate_core::CounterStore) -> Result<(), tollgate_core::Error> {
+/// use tollgate_core::{Limiter, RuleSet};
+/// let rules = RuleSet::defaults();
+/// let limiter = Limiter::new(store);
+/// let ask = rules.get("ask")?.limit(&["docs", "203.0.113.9"])?;
+/// let all = rules.get("ask-all")?.limit::<&str>(&[])?;
+/// match limiter.reserve(&[ask, all]).await?.into_result() {
+///     Ok(_) => { /* do the work */ }
+///     Err(limited) => println!("retry in {} s", limited.retry_after()),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Limiter {
+    store: Arc<dyn CounterStore>,
+    clock: Arc<dyn Clock>,
+    /// Warnings about shadow rules, at most one per rule per second.
+    shadows: Arc<Throttle>,
+    failures: Arc<Failures>,
+    cache: Option<Arc<LocalCache>>,
+    calls: Arc<Calls>,
+}
+
+impl Limiter {
+    /// A limiter over `store`, bounded by the default [`RetryPolicy`], on
+    /// the system clock, with a cache of
+    /// [`DEFAULT_CACHE_CAPACITY`](Limiter::DEFAULT_CACHE_CAPACITY) full
+    /// counters: `Limiter::builder(store).build()`.
+    ///
+    /// The retry bounds use tokio's timer: check from a tokio runtime with
+    /// the time driver enabled (`enable_time` or `enable_all`, as
+    /// `#[tokio::main]` does), or a check panics in tokio.
+    pub fn new(store: impl CounterStore) -> Limiter {
+        Limiter::builder(store).build()
+    }
+
+    /// A builder of a limiter over `store`, to set its clock, retry policy
+    /// or cache.
+    pub fn builder(store: impl CounterStore) -> LimiterBuilder {
+        LimiterBuilder::new(store)
+    }
+
+    /// How many full counters a limiter remembers by default: 10,000.
+    pub const DEFAULT_CACHE_CAPACITY: usize = 10_000;
+
+    /// The store this limiter counts in.
+    pub fn store(&self) -> &Arc<dyn CounterStore> {
+        &self.store
+    }
+
+    /// The clock this limiter reads.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The retry policy bounding every store call.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.calls.policy()
+    }
+
+    /// Counts every limit ([`Mode::Count`]), fail-closed.
+    pub async fn count(&self, limits: &[Limit]) -> Result<Verdict, Error> {
+        self.check(limits, Mode::Count, Policy::FailClosed).await
+    }
+
+    /// Reserves every limit's cost or none ([`Mode::Reserve`]), fail-closed.
+    pub async fn reserve(&self, limits: &[Limit]) -> Result<Verdict, Error> {
+        self.check(limits, Mode::Reserve, Policy::FailClosed).await
+    }
+
+    /// Counts every limit ([`Mode::Count`]), fail-open: a store failure is
+    /// logged and the call allowed, with a degraded verdict.
+    ///
+    /// Two limits of one key (a caller error that [`check`](Limiter::check)
+    /// refuses) are counted as one limit of their summed cost here, so that
+    /// such a call is still counted, never let through for free.
+    pub async fn within(&self, limits: &[Limit]) -> Verdict {
+        let merged;
+        let limits = if distinct::check(limits).is_err() {
+            merged = distinct::merge(limits);
+            &merged[..]
+        } else {
+            limits
+        };
+        match self.check(limits, Mode::Count, Policy::FailOpen).await {
+            Ok(verdict) => verdict,
+            // Fail-open turns every store failure into a verdict, and the
+            // limits are distinct here: no other error is left.
+            Err(_) => Verdict::degraded(),
+        }
+    }
+
+    /// Checks `limits` in one store call, spending as `mode` says and
+    /// handling a store failure as `policy` says.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DuplicateKey`] when two limits share a key; under
+    /// [`Policy::FailClosed`], [`Error::Unavailable`] when the store fails.
+    pub async fn check(
+        &self,
+        limits: &[Limit],
+        mode: Mode,
+        policy: Policy,
+    ) -> Result<Verdict, Error> {
+        distinct::check(limits)?;
+        if limits.is_empty() {
+            return Ok(Verdict::new(Arc::default(), true));
+        }
+        let now = self.clock.now().as_secs();
+        let mut counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
+        let cache = self.cache.as_deref().filter(|_| mode == Mode::Reserve);
+        if let Some(seen) = cache.and_then(|cache| cache.refusal(&counters, now)) {
+            let reply = Reservation {
+                applied: false,
+                counts: seen,
+            };
+            match reply::usage(limits, counters, Mode::Reserve, reply, now) {
+                Ok(usage) => {
+                    let verdict = Verdict::local(usage);
+                    self.report(&verdict, true);
+                    return Ok(verdict);
+                }
+                // The cache holds only counts the store gave and answers
+                // only when one cannot fit; should that ever not read as a
+                // refusal, the store answers instead.
+                Err(_) => counters = limits.iter().map(|l| l.counter(now)).collect(),
+            }
+        }
+        let epoch = cache.map_or(0, LocalCache::epoch);
+        let reply = match mode {
+            Mode::Count => self
+                .calls
+                .run(Op::Count, true, |deadline| {
+                    (*self.store).count(&counters, deadline)
+                })
+                .await
+                .map(|counts| Reservation {
+                    applied: true,
+                    counts,
+                }),
+            Mode::Reserve => {
+                self.calls
+                    .run(Op::Reserve, true, |deadline| {
+                        (*self.store).reserve(&counters, deadline)
+                    })
+                    .await
+            }
+        };
+        let applied = reply.as_ref().is_ok_and(|r| r.applied);
+        match reply.and_then(|reply| reply::usage(limits, counters, mode, reply, now)) {
+            Ok(usage) => {
+                let verdict = Verdict::new(usage, applied);
+                if let Some(cache) = cache {
+                    cache.note(epoch, verdict.usage(), !verdict.is_allowed());
+                }
+                self.report(&verdict, false);
+                Ok(verdict)
+            }
+            Err(err) => {
+                let outcome = match policy {
+                    Policy::FailOpen => Outcome::Degraded,
+                    Policy::FailClosed => Outcome::Unavailable,
+                };
+                observe::failed(limits, outcome);
+                self.failures.apply(&Names(limits).to_string(), policy, err)
+            }
+        }
+    }
+
+    /// Metrics of a check, and a warning (rate-limited) for each shadow rule
+    /// that would have refused it.
+    fn report(&self, verdict: &Verdict, local: bool) {
+        if !observe::check(verdict, local) {
+            return;
+        }
+        for usage in verdict.shadow_limited() {
+            let key = format!("shadow:{}", usage.name());
+            if let Some(suppressed) = self.shadows.admit(&key) {
+                tracing::warn!(
+                    rule = usage.name(),
+                    remaining = usage.remaining(),
+                    suppressed,
+                    "shadow rule would have refused the call"
+                );
+            }
+        }
+    }
+
+    /// Where each limit stands now, without spending anything. A usage is
+    /// over when a call of the limit's cost now would be refused. Fail-closed.
+    pub async fn remaining(&self, limits: &[Limit]) -> Result<Vec<Usage>, Error> {
+        let now = self.clock.now().as_secs();
+        let keys: Vec<String> = limits
+            .iter()
+            .map(|l| l.counter_key(l.rule().window().index(now)))
+            .collect();
+        let counts = self
+            .calls
+            .run(Op::Get, true, |deadline| (*self.store).get(&keys, deadline))
+            .await;
+        let counts = counts
+            .and_then(|c| reply::same_len(limits.len(), c))
+            .map_err(Error::Unavailable)?;
+        Ok(limits
+            .iter()
+            .zip(keys)
+            .zip(counts)
+            .map(|((limit, key), count)| {
+                // Against the rule's own max: a shadow rule's counter has a higher one.
+                let past_max = count.saturating_add(limit.cost()) > limit.rule().max();
+                Usage::new(limit, key, count, now, past_max)
+            })
+            .collect())
+    }
+
+    /// Clears one limit's counter for the current window (an operator action);
+    /// whether there was one. Fail-closed.
+    pub async fn reset(&self, limit: &Limit) -> Result<bool, Error> {
+        let now = self.clock.now().as_secs();
+        let key = limit.counter_key(limit.rule().window().index(now));
+        if let Some(cache) = &self.cache {
+            cache.forget([key.as_str()]);
+        }
+        let deleted = self
+            .calls
+            .run(Op::Delete, true, |deadline| {
+                (*self.store).delete(&key, deadline)
+            })
+            .await
+            .map_err(Error::Unavailable);
+        if let Some(cache) = &self.cache {
+            cache.forget([key.as_str()]);
+        }
+        deleted
+    }
+}
