@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
+use tollgate_core::{
+    Claim, Counter, CounterStore, Deadline, MarkStore, Reservation, StoreError, async_trait,
+};
 
 use tollgate_redis_scripts::{Counters, Single};
 
@@ -73,7 +75,10 @@ impl CounterStore for RedisStore {
         let cmd = self.single(script, Single::Delete, key, deadline);
         reply::deleted(self.eval(script, cmd, deadline).await?)
     }
+}
 
+#[async_trait]
+impl MarkStore for RedisStore {
     /// One `EVALSHA` of [`CLAIM_SCRIPT`](crate::CLAIM_SCRIPT).
     async fn claim(
         &self,

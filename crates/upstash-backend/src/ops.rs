@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
+use tollgate_core::{
+    Claim, Counter, CounterStore, Deadline, MarkStore, Reservation, StoreError, async_trait,
+};
 
 use tollgate_redis_scripts::{Counters, Single};
 
@@ -98,6 +100,13 @@ impl CounterStore for UpstashStore {
             .eval(&self.inner.scripts.delete, args, deadline)
             .await?;
         reply::deleted(&value)
+    }
+}
+
+#[async_trait]
+impl MarkStore for UpstashStore {
+    fn name(&self) -> &'static str {
+        "upstash"
     }
 
     /// One request: `EVALSHA` of the claim script (`tollgate_redis_scripts::CLAIM`).

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use redis::Cmd;
-use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
+use tollgate_core::{
+    Claim, Counter, CounterStore, Deadline, MarkStore, Reservation, StoreError, async_trait,
+};
 use tollgate_redis_scripts::{Counters, Single};
 
 use super::slots::{self, Group};
@@ -207,6 +209,13 @@ impl CounterStore for RedisClusterStore {
         let lua = &self.inner.scripts.delete;
         let value = self.on_key(lua, Single::Delete, key, deadline).await?;
         reply::deleted(value)
+    }
+}
+
+#[async_trait]
+impl MarkStore for RedisClusterStore {
+    fn name(&self) -> &'static str {
+        "redis-cluster"
     }
 
     /// One `EVALSHA` of [`CLAIM_SCRIPT`](crate::CLAIM_SCRIPT) on the key's slot.
