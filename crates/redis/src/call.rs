@@ -1,0 +1,252 @@
+//! The keys and arguments of every script call, in the order the scripts
+//! read them: one definition for every transport (TCP, Cluster, REST),
+//! each writing its own wire format through [`Call`].
+
+use std::time::Duration;
+
+use tollgate_core::{Counter, MARK_DONE};
+
+/// A script call being written: its keys first, then its arguments.
+pub(crate) trait Call {
+    /// Appends a key (the next `KEYS[i]`).
+    fn key(&mut self, key: &str);
+    /// Appends a number argument, as its decimal text.
+    fn number(&mut self, value: u64);
+    /// Appends a text argument.
+    fn text(&mut self, value: &str);
+}
+
+/// The size of a call, for reserving room before writing it: its keys, its
+/// arguments after the keys, and the bytes of its keys and text arguments.
+/// A size hint only: a call outgrowing it grows (so no test can tell a
+/// wrong hint from a right one, and mutation testing skips the functions
+/// that make one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Size {
+    pub(crate) keys: usize,
+    pub(crate) args: usize,
+    pub(crate) text: usize,
+}
+
+/// A script over counters: every key, the deadline (`ARGV[1]`), then the
+/// same arguments for each counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Counters {
+    /// [`COUNT`](crate::scripts::COUNT): lifetime in ms and cost per counter.
+    Count,
+    /// [`RESERVE`](crate::scripts::RESERVE): lifetime in ms, cost and max per counter.
+    Reserve,
+    /// [`REFUND`](crate::scripts::REFUND) (and scripts made from it): cost per counter.
+    Refund,
+}
+
+impl Counters {
+    /// The arguments each counter takes after the deadline.
+    pub(crate) fn per_counter(self) -> usize {
+        match self {
+            Counters::Count => 2,
+            Counters::Reserve => 3,
+            Counters::Refund => 1,
+        }
+    }
+
+    /// The size of a call on `counters`.
+    pub(crate) fn size<'a>(self, counters: impl Iterator<Item = &'a Counter>) -> Size {
+        let (keys, text) = counters.fold((0, 0), |(n, text), c| (n + 1, text + c.key.len()));
+        Size {
+            keys,
+            args: 1 + keys * self.per_counter(),
+            text,
+        }
+    }
+
+    /// Writes a call on `counters` with the deadline `cutoff` (wall-clock
+    /// ms, as `Deadline::cutoff_unix_millis` gives).
+    pub(crate) fn write<'a, I>(self, call: &mut impl Call, counters: I, cutoff: u64)
+    where
+        I: IntoIterator<Item = &'a Counter>,
+        I::IntoIter: Clone,
+    {
+        let counters = counters.into_iter();
+        for counter in counters.clone() {
+            call.key(&counter.key);
+        }
+        call.number(cutoff);
+        for counter in counters {
+            match self {
+                Counters::Count => {
+                    call.number(millis(counter.ttl));
+                    call.number(counter.cost);
+                }
+                Counters::Reserve => {
+                    call.number(millis(counter.ttl));
+                    call.number(counter.cost);
+                    call.number(counter.max);
+                }
+                Counters::Refund => call.number(counter.cost),
+            }
+        }
+    }
+}
+
+/// A script over one key (a counter to delete, a webhook mark): the key,
+/// the deadline (`ARGV[1]`), then the script's own arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Single<'a> {
+    /// [`DELETE`](crate::scripts::DELETE).
+    Delete,
+    /// [`CLAIM`](crate::scripts::CLAIM): the caller's token and the lease.
+    Claim {
+        /// The caller's token.
+        token: &'a str,
+        /// How long the lease lasts.
+        ttl: Duration,
+    },
+    /// [`FINISH`](crate::scripts::FINISH): the caller's token, the mark's lifetime
+    /// and the done value.
+    Finish {
+        /// The caller's token.
+        token: &'a str,
+        /// How long the done mark lasts.
+        ttl: Duration,
+    },
+    /// [`RELEASE`](crate::scripts::RELEASE): the caller's token.
+    Release {
+        /// The caller's token.
+        token: &'a str,
+    },
+}
+
+impl Single<'_> {
+    /// The arguments after the deadline.
+    pub(crate) fn args(&self) -> usize {
+        match self {
+            Single::Delete => 0,
+            Single::Claim { .. } => 2,
+            Single::Finish { .. } => 3,
+            Single::Release { .. } => 1,
+        }
+    }
+
+    /// The bytes of the text arguments, for sizing a buffer.
+    pub(crate) fn text_bytes(&self) -> usize {
+        match self {
+            Single::Delete => 0,
+            Single::Claim { token, .. } | Single::Release { token } => token.len(),
+            Single::Finish { token, .. } => token.len() + MARK_DONE.len(),
+        }
+    }
+
+    /// The size of a call on `key`.
+    pub(crate) fn size(&self, key: &str) -> Size {
+        Size {
+            keys: 1,
+            args: 1 + self.args(),
+            text: key.len() + self.text_bytes(),
+        }
+    }
+
+    /// Writes a call on `key` with the deadline `cutoff` (wall-clock ms).
+    pub(crate) fn write(&self, call: &mut impl Call, key: &str, cutoff: u64) {
+        call.key(key);
+        call.number(cutoff);
+        match *self {
+            Single::Delete => {}
+            Single::Claim { token, ttl } => {
+                call.text(token);
+                call.number(millis(ttl));
+            }
+            Single::Finish { token, ttl } => {
+                call.text(token);
+                call.number(millis(ttl));
+                call.text(MARK_DONE);
+            }
+            Single::Release { token } => call.text(token),
+        }
+    }
+}
+
+/// A lifetime in whole milliseconds, at least 1 (`PX 0` is an error) and
+/// saturating rather than wrapping.
+pub(crate) fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call written as text: `k:` for keys, `n:` for numbers, `t:` for text.
+    #[derive(Default)]
+    struct Written(Vec<String>);
+
+    impl Call for Written {
+        fn key(&mut self, key: &str) {
+            self.0.push(format!("k:{key}"));
+        }
+        fn number(&mut self, value: u64) {
+            self.0.push(format!("n:{value}"));
+        }
+        fn text(&mut self, value: &str) {
+            self.0.push(format!("t:{value}"));
+        }
+    }
+
+    fn counter(key: &str, ttl_ms: u64, cost: u64, max: u64) -> Counter {
+        Counter {
+            key: key.into(),
+            ttl: Duration::from_millis(ttl_ms),
+            cost,
+            max,
+        }
+    }
+
+    #[test]
+    fn counter_scripts_take_keys_the_deadline_then_each_counters_arguments() {
+        let counters = [counter("a", 60_000, 2, 10), counter("b", 1_000, 3, 20)];
+        let written = |script: Counters| {
+            let mut call = Written::default();
+            script.write(&mut call, &counters, 99);
+            assert_eq!(call.0.len(), 3 + 2 * script.per_counter());
+            call.0.join(" ")
+        };
+        assert_eq!(
+            written(Counters::Count),
+            "k:a k:b n:99 n:60000 n:2 n:1000 n:3"
+        );
+        assert_eq!(
+            written(Counters::Reserve),
+            "k:a k:b n:99 n:60000 n:2 n:10 n:1000 n:3 n:20"
+        );
+        assert_eq!(written(Counters::Refund), "k:a k:b n:99 n:2 n:3");
+    }
+
+    #[test]
+    fn single_key_scripts_take_the_key_the_deadline_then_their_own() {
+        let ttl = Duration::from_secs(30);
+        let cases = [
+            (Single::Delete, "k:m n:7"),
+            (Single::Claim { token: "tok", ttl }, "k:m n:7 t:tok n:30000"),
+            (
+                Single::Finish { token: "tok", ttl },
+                "k:m n:7 t:tok n:30000 t:done",
+            ),
+            (Single::Release { token: "tok" }, "k:m n:7 t:tok"),
+        ];
+        for (script, expected) in cases {
+            let mut call = Written::default();
+            script.write(&mut call, "m", 7);
+            assert_eq!(call.0.join(" "), expected, "{script:?}");
+            assert_eq!(call.0.len(), 2 + script.args(), "{script:?}");
+        }
+        assert_eq!(Single::Finish { token: "tok", ttl }.text_bytes(), 7);
+    }
+
+    #[test]
+    fn lifetimes_are_whole_milliseconds_at_least_one() {
+        assert_eq!(millis(Duration::from_secs(60)), 60_000);
+        assert_eq!(millis(Duration::ZERO), 1);
+        assert_eq!(millis(Duration::from_micros(1_999)), 1);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
+    }
+}

@@ -1,0 +1,222 @@
+//! The operations of [`RedisClusterStore`]: per hash slot, one call of the
+//! script path ([`crate::ops`]), all slots at once.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tollgate_core::{
+    Claim, Counter, CounterStore, Deadline, MarkStore, Reservation, StoreError, async_trait,
+};
+
+use super::slots::{self, Group};
+use super::{Cluster, RedisClusterStore, Target};
+use crate::ops;
+
+impl Cluster {
+    /// `counters` grouped by the slot of their keys.
+    pub(super) fn groups(counters: &[Counter]) -> Vec<Group> {
+        slots::group(counters.iter().map(|c| c.key.as_str()))
+    }
+
+    /// The counters of `group`, in order.
+    fn members<'a>(counters: &'a [Counter], group: &'a Group) -> impl ops::Batch<'a> + use<'a> {
+        group.members.iter().filter_map(|&i| counters.get(i))
+    }
+
+    /// [`ops::count`] on one group.
+    async fn count_group(
+        &self,
+        counters: &[Counter],
+        group: &Group,
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let members = Cluster::members(counters, group);
+        ops::count(self, members, &mut Target::Slot(group.slot), deadline).await
+    }
+
+    /// [`ops::reserve`] on one group.
+    pub(super) async fn reserve_group(
+        &self,
+        counters: &[Counter],
+        group: &Group,
+        deadline: Deadline,
+    ) -> Result<Reservation, StoreError> {
+        let members = Cluster::members(counters, group);
+        ops::reserve(self, members, &mut Target::Slot(group.slot), deadline).await
+    }
+
+    /// [`ops::refund`] (or, `giving_back` a reservation, the give-back
+    /// script) on one group.
+    pub(super) async fn refund_group(
+        &self,
+        counters: &[Counter],
+        group: &Group,
+        giving_back: bool,
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let members = Cluster::members(counters, group);
+        let target = &mut Target::Slot(group.slot);
+        ops::refund(self, members, giving_back, target, deadline).await
+    }
+
+    /// [`ops::get`] of one group's keys.
+    async fn get_group(
+        &self,
+        keys: &[String],
+        group: &Group,
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let keys: Vec<&str> = group
+            .members
+            .iter()
+            .filter_map(|&i| keys.get(i).map(String::as_str))
+            .collect();
+        ops::get(self, &keys, &mut Target::Slot(group.slot), deadline).await
+    }
+}
+
+/// The slot of one key, as a call's first target.
+fn slot_of(key: &str) -> Target {
+    Target::Slot(redis::cluster_routing::Slot::for_key(key))
+}
+
+/// Runs `call` on every group at once (directly when there is one) and
+/// returns the counts in the caller's order; the first failure, if any.
+/// A call on a slot that failed may have been applied on the others.
+async fn per_slot<'a, F, Fut>(
+    groups: &'a [Group],
+    n: usize,
+    call: F,
+) -> Result<Vec<u64>, StoreError>
+where
+    F: Fn(&'a Group) -> Fut,
+    Fut: Future<Output = Result<Vec<u64>, StoreError>>,
+{
+    let mut out = vec![0; n];
+    if let [group] = groups {
+        slots::scatter(&mut out, group, &call(group).await?)?;
+        return Ok(out);
+    }
+    let replies = join_all(groups.iter().map(&call)).await;
+    for (group, counts) in groups.iter().zip(replies) {
+        slots::scatter(&mut out, group, &counts?)?;
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl CounterStore for RedisClusterStore {
+    fn name(&self) -> &'static str {
+        "redis-cluster"
+    }
+
+    /// Per slot, one `EVALSHA` of [`COUNT`](crate::scripts::COUNT); all
+    /// slots at once.
+    async fn count(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        if counters.is_empty() {
+            return Ok(Vec::new());
+        }
+        let groups = Cluster::groups(counters);
+        per_slot(&groups, counters.len(), |group| {
+            self.cluster.count_group(counters, group, deadline)
+        })
+        .await
+    }
+
+    /// Per slot, one `EVALSHA` of [`RESERVE`](crate::scripts::RESERVE), all
+    /// slots at once; when a slot refuses, one `EVALSHA` of the give-back
+    /// script on each slot that applied.
+    async fn reserve(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Reservation, StoreError> {
+        if counters.is_empty() {
+            return Ok(Reservation {
+                applied: true,
+                counts: Vec::new(),
+            });
+        }
+        self.reserve_across(counters, deadline).await
+    }
+
+    /// Per slot, one `EVALSHA` of [`REFUND`](crate::scripts::REFUND); all
+    /// slots at once.
+    async fn refund(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        if counters.is_empty() {
+            return Ok(Vec::new());
+        }
+        let groups = Cluster::groups(counters);
+        per_slot(&groups, counters.len(), |group| {
+            self.cluster.refund_group(counters, group, false, deadline)
+        })
+        .await
+    }
+
+    /// Per slot, one `MGET` (a read: no deadline check); all slots at once.
+    async fn get(&self, keys: &[String], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let groups = slots::group(keys.iter().map(String::as_str));
+        per_slot(&groups, keys.len(), |group| {
+            self.cluster.get_group(keys, group, deadline)
+        })
+        .await
+    }
+
+    /// One `EVALSHA` of [`DELETE`](crate::scripts::DELETE) on the key's slot.
+    async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
+        ops::delete(&*self.cluster, key, &mut slot_of(key), deadline).await
+    }
+}
+
+#[async_trait]
+impl MarkStore for RedisClusterStore {
+    fn name(&self) -> &'static str {
+        "redis-cluster"
+    }
+
+    /// One `EVALSHA` of [`CLAIM`](crate::scripts::CLAIM) on the key's slot.
+    async fn claim(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<Claim, StoreError> {
+        let mark = (key, token, ttl);
+        ops::claim(&*self.cluster, mark, &mut slot_of(key), deadline).await
+    }
+
+    /// One `EVALSHA` of [`FINISH`](crate::scripts::FINISH) on the key's slot.
+    async fn finish(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let mark = (key, token, ttl);
+        ops::finish(&*self.cluster, mark, &mut slot_of(key), deadline).await
+    }
+
+    /// One `EVALSHA` of [`RELEASE`](crate::scripts::RELEASE) on the key's slot.
+    async fn release(
+        &self,
+        key: &str,
+        token: &str,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        ops::release(&*self.cluster, (key, token), &mut slot_of(key), deadline).await
+    }
+}

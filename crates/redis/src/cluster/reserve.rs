@@ -1,0 +1,177 @@
+//! All-or-nothing reservations whose counters span hash slots.
+//!
+//! Redis runs a script on the keys of one slot only, so a reservation
+//! across slots is one conditional reservation per slot
+//! ([`RESERVE`](crate::scripts::RESERVE) on that slot's counters), all at
+//! once. When every slot applies, the reservation is applied. When any slot
+//! refuses (or fails), each slot that applied gets its costs back (the
+//! give-back script: [`REFUND`](crate::scripts::REFUND) with the same
+//! costs, which also removes a counter it brings back to 0, so a counter
+//! the reservation created is absent again), all at once, and the
+//! reservation is refused.
+//!
+//! - It never over-admits: each slot's reservation is conditional, so no
+//!   counter ever goes past its max, and a call is answered applied only
+//!   when every slot applied.
+//! - Between a slot's reservation and its give-back (one round trip to the
+//!   slowest slot of the check, and one more), the costs taken there are
+//!   visible: a racing caller may be refused by them.
+//! - A give-back that fails is logged: those counters over-count (the safe
+//!   direction) until their window ends.
+
+use futures_util::future::join_all;
+use tollgate_core::{Counter, Deadline, Reservation, StoreError};
+
+use super::slots::{Group, scatter};
+use super::{Cluster, RedisClusterStore};
+
+impl RedisClusterStore {
+    /// [`CounterStore::reserve`](tollgate_core::CounterStore::reserve) on
+    /// any number of slots.
+    pub(super) async fn reserve_across(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Reservation, StoreError> {
+        let groups = Cluster::groups(counters);
+        if let [group] = groups.as_slice() {
+            // One slot: the script is atomic across the whole batch.
+            let reservation = self
+                .cluster
+                .reserve_group(counters, group, deadline)
+                .await?;
+            let mut counts = vec![0; counters.len()];
+            scatter(&mut counts, group, &reservation.counts)?;
+            return Ok(Reservation {
+                applied: reservation.applied,
+                counts,
+            });
+        }
+        // In a task of its own: a caller cut off at its deadline drops only
+        // its wait, and the task still gives back what the slots took.
+        let store = self.clone();
+        let counters = counters.to_vec();
+        let task =
+            tokio::spawn(async move { store.reserve_slots(&counters, &groups, deadline).await });
+        task.await.unwrap_or_else(|_| {
+            Err(StoreError::Backend(
+                "a cross-slot reservation task ended early".into(),
+            ))
+        })
+    }
+
+    async fn reserve_slots(
+        &self,
+        counters: &[Counter],
+        groups: &[Group],
+        deadline: Deadline,
+    ) -> Result<Reservation, StoreError> {
+        let replies = join_all(
+            groups
+                .iter()
+                .map(|group| self.cluster.reserve_group(counters, group, deadline)),
+        )
+        .await;
+        let mut counts = vec![0; counters.len()];
+        let mut taken = Vec::new();
+        let mut refused = false;
+        let mut failure = None;
+        for (group, reply) in groups.iter().zip(replies) {
+            match reply {
+                Ok(reservation) => {
+                    if reservation.applied {
+                        taken.push(group);
+                    } else {
+                        refused = true;
+                    }
+                    if let Err(err) = scatter(&mut counts, group, &reservation.counts) {
+                        failure.get_or_insert(err);
+                    }
+                }
+                // Applied or not, nobody can tell: an over-count at worst.
+                Err(err) => {
+                    failure.get_or_insert(err);
+                }
+            }
+        }
+        if !refused && failure.is_none() {
+            return Ok(Reservation {
+                applied: true,
+                counts,
+            });
+        }
+        self.give_back(counters, &taken, &mut counts, give_back_deadline(deadline))
+            .await;
+        match failure {
+            Some(err) => Err(err),
+            None => Ok(Reservation {
+                applied: false,
+                counts,
+            }),
+        }
+    }
+
+    /// Refunds each group of `taken` its costs, all at once, by `deadline`,
+    /// writing the counts after the give-back into `counts`; logs each that
+    /// fails (`counts` then keeps the count with the reservation in it).
+    async fn give_back(
+        &self,
+        counters: &[Counter],
+        taken: &[&Group],
+        counts: &mut [u64],
+        deadline: Deadline,
+    ) {
+        if taken.is_empty() {
+            return;
+        }
+        let replies = join_all(
+            taken
+                .iter()
+                .map(|group| self.cluster.refund_group(counters, group, true, deadline)),
+        )
+        .await;
+        for (group, reply) in taken.iter().zip(replies) {
+            if let Err(err) = reply.and_then(|after| scatter(counts, group, &after)) {
+                tracing::warn!(
+                    slot = ?group.slot,
+                    counters = group.members.len(),
+                    kind = err.kind(),
+                    error = %err,
+                    "a refused cross-slot reservation could not give back what it took on one slot; \
+                     those counters over-count until their window ends"
+                );
+            }
+        }
+    }
+}
+
+/// The deadline of a give-back after a reservation under `deadline`: the
+/// reservation's whole check budget from now. A give-back restores counts
+/// that a reservation took moments ago, so it is sent even when the
+/// caller's own deadline has passed (it never spends, and applying it late
+/// is still right), but no later than a whole check would take: a limiter
+/// with a shorter policy gives back within its own budget.
+fn give_back_deadline(deadline: Deadline) -> Deadline {
+    Deadline::after(deadline.check_budget())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn a_give_back_has_the_checks_whole_budget_from_when_it_starts() {
+        for budget in [Duration::from_millis(30), Duration::from_millis(350)] {
+            let passed = Deadline::after(Duration::ZERO);
+            let reservation = Deadline::after(budget);
+            assert!(passed.has_passed());
+            let before = Instant::now();
+            let give_back = give_back_deadline(reservation);
+            assert!(give_back.instant() >= before + budget);
+            assert!(give_back.instant() <= Instant::now() + budget);
+            assert_eq!(give_back.check_budget(), budget);
+        }
+    }
+}

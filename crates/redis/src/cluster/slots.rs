@@ -1,0 +1,93 @@
+//! Grouping a check's keys by hash slot, and putting the replies of the
+//! groups back in the caller's order.
+
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+use tollgate_core::StoreError;
+
+/// The keys of one batch that share a hash slot: one script call.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Group {
+    /// Their slot.
+    pub(crate) slot: Slot,
+    /// Their positions in the caller's batch, in order.
+    pub(crate) members: Vec<usize>,
+}
+
+/// `keys` grouped by slot, groups in the order of their first key. A
+/// check has a handful of keys, so a linear search beats hashing.
+pub(crate) fn group<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    for (i, key) in keys.enumerate() {
+        let slot = Slot::for_key(key);
+        match groups.iter_mut().find(|g| g.slot == slot) {
+            Some(group) => group.members.push(i),
+            None => groups.push(Group {
+                slot,
+                members: vec![i],
+            }),
+        }
+    }
+    groups
+}
+
+/// Where a call on `slot` goes: the slot's primary.
+pub(crate) fn route(slot: Slot) -> RoutingInfo {
+    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_slot(
+        slot,
+        SlotAddr::Master,
+    )))
+}
+
+/// Writes one group's `counts` (in the group's order) into `out` at the
+/// group's positions; a reply of another length is an invalid reply.
+pub(crate) fn scatter(out: &mut [u64], group: &Group, counts: &[u64]) -> Result<(), StoreError> {
+    if counts.len() != group.members.len() {
+        return Err(StoreError::InvalidReply(format!(
+            "{} counts for {} counters",
+            counts.len(),
+            group.members.len()
+        )));
+    }
+    for (&i, &count) in group.members.iter().zip(counts) {
+        if let Some(slot) = out.get_mut(i) {
+            *slot = count;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(groups: &[Group]) -> Vec<Vec<usize>> {
+        groups.iter().map(|g| g.members.clone()).collect()
+    }
+
+    #[test]
+    fn keys_of_one_slot_form_one_group_in_caller_order() {
+        // Redis's own example: every key with the tag {user1000} is in one slot.
+        let keys = [
+            "limit:a:{user1000}:1",
+            "limit:b:1",
+            "limit:c:{user1000}:1",
+            "limit:{user1000}",
+        ];
+        let groups = group(keys.iter().copied());
+        assert_eq!(groups[0].slot, Slot::for_key("user1000"));
+        assert_eq!(groups[0].members, [0, 2, 3]);
+        assert_eq!(members(&groups)[1..], [vec![1]]);
+    }
+
+    #[test]
+    fn counts_go_back_to_their_positions() {
+        let groups = group(["foo", "bar", "foo:{foo}", "{bar}x"].into_iter());
+        let mut out = vec![0; 4];
+        for (group, counts) in groups.iter().zip([[7, 9], [8, 10]]) {
+            scatter(&mut out, group, &counts).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(out, [7, 8, 9, 10]);
+        let short = scatter(&mut out, &groups[0], &[1]);
+        assert_eq!(short.map_err(|e| e.kind()), Err("invalid-reply"));
+    }
+}

@@ -1,0 +1,28 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod call;
+mod failure;
+mod ops;
+mod reply;
+pub mod scripts;
+mod transport;
+
+#[cfg(feature = "tcp")]
+mod cluster;
+#[cfg(feature = "tcp")]
+mod error;
+#[cfg(feature = "tcp")]
+mod tcp;
+#[cfg(feature = "upstash")]
+#[cfg_attr(docsrs, doc(cfg(feature = "upstash")))]
+pub mod upstash;
+
+#[cfg(feature = "tcp")]
+pub use cluster::RedisClusterStore;
+#[cfg(feature = "tcp")]
+pub use error::Error;
+#[cfg(feature = "tcp")]
+pub use tcp::RedisStore;
+#[cfg(feature = "upstash")]
+pub use upstash::UpstashStore;

@@ -1,0 +1,261 @@
+//! The store operations, once for every transport: each writes its
+//! script's call, takes the one script path ([`eval`]) and reads the reply.
+//! A single-endpoint store (TCP, REST) runs each on its whole batch
+//! ([`endpoint_store!`]); the cluster store runs each per hash slot.
+
+use std::time::Duration;
+
+use tollgate_core::{Claim, Counter, Deadline, Reservation, StoreError};
+
+use crate::call::{Counters, Single};
+use crate::reply;
+use crate::scripts::{SCRIPTS, Script};
+use crate::transport::{Transport, eval, mget};
+
+/// A batch of counters (all of a call's, or one slot's), in order.
+pub(crate) trait Batch<'a>: Iterator<Item = &'a Counter> + Clone + Send {}
+
+impl<'a, I: Iterator<Item = &'a Counter> + Clone + Send> Batch<'a> for I {}
+
+/// A call of the counter script `script`, laid out as `layout`, on `counters`.
+fn counter_args<'a, T: Transport>(
+    transport: &T,
+    script: &Script,
+    layout: Counters,
+    counters: impl Batch<'a>,
+    deadline: Deadline,
+) -> T::Args {
+    let mut args = transport.args(script, layout.size(counters.clone()));
+    layout.write(&mut args, counters, deadline.cutoff_unix_millis());
+    args
+}
+
+/// A call of the one-key script `script`, laid out as `layout`, on `key`.
+fn single_args<T: Transport>(
+    transport: &T,
+    script: &Script,
+    layout: Single<'_>,
+    key: &str,
+    deadline: Deadline,
+) -> T::Args {
+    let mut args = transport.args(script, layout.size(key));
+    layout.write(&mut args, key, deadline.cutoff_unix_millis());
+    args
+}
+
+/// [`COUNT`](crate::scripts::COUNT): the new counts.
+pub(crate) async fn count<'a, T: Transport>(
+    transport: &T,
+    counters: impl Batch<'a>,
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<Vec<u64>, StoreError> {
+    let (n, script) = (counters.clone().count(), &SCRIPTS.count);
+    let args = counter_args(transport, script, Counters::Count, counters, deadline);
+    reply::counts(eval(transport, script, args, route, deadline).await?, n)
+}
+
+/// [`RESERVE`](crate::scripts::RESERVE): whether it applied, and the counts.
+pub(crate) async fn reserve<'a, T: Transport>(
+    transport: &T,
+    counters: impl Batch<'a>,
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<Reservation, StoreError> {
+    let (n, script) = (counters.clone().count(), &SCRIPTS.reserve);
+    let args = counter_args(transport, script, Counters::Reserve, counters, deadline);
+    reply::reservation(eval(transport, script, args, route, deadline).await?, n)
+}
+
+/// [`REFUND`](crate::scripts::REFUND), or with `give_back` the script that
+/// also removes a counter brought back to 0: the new counts.
+pub(crate) async fn refund<'a, T: Transport>(
+    transport: &T,
+    counters: impl Batch<'a>,
+    give_back: bool,
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<Vec<u64>, StoreError> {
+    let script = if give_back {
+        &SCRIPTS.give_back
+    } else {
+        &SCRIPTS.refund
+    };
+    let n = counters.clone().count();
+    let args = counter_args(transport, script, Counters::Refund, counters, deadline);
+    reply::counts(eval(transport, script, args, route, deadline).await?, n)
+}
+
+/// `MGET` (a read: no script): the stored counts, 0 for an absent key.
+pub(crate) async fn get<T: Transport>(
+    transport: &T,
+    keys: &[&str],
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<Vec<u64>, StoreError> {
+    let answer = mget(transport, keys, route, deadline).await?;
+    reply::stored_counts(answer, keys.len())
+}
+
+/// [`DELETE`](crate::scripts::DELETE): whether the key existed.
+pub(crate) async fn delete<T: Transport>(
+    transport: &T,
+    key: &str,
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<bool, StoreError> {
+    let script = &SCRIPTS.delete;
+    let args = single_args(transport, script, Single::Delete, key, deadline);
+    reply::deleted(&eval(transport, script, args, route, deadline).await?)
+}
+
+/// [`CLAIM`](crate::scripts::CLAIM).
+pub(crate) async fn claim<T: Transport>(
+    transport: &T,
+    (key, token, ttl): (&str, &str, Duration),
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<Claim, StoreError> {
+    let script = &SCRIPTS.claim;
+    let layout = Single::Claim { token, ttl };
+    let args = single_args(transport, script, layout, key, deadline);
+    reply::claim(&eval(transport, script, args, route, deadline).await?)
+}
+
+/// [`FINISH`](crate::scripts::FINISH): whether the mark is done now.
+pub(crate) async fn finish<T: Transport>(
+    transport: &T,
+    (key, token, ttl): (&str, &str, Duration),
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<bool, StoreError> {
+    let script = &SCRIPTS.finish;
+    let layout = Single::Finish { token, ttl };
+    let args = single_args(transport, script, layout, key, deadline);
+    reply::flag(&eval(transport, script, args, route, deadline).await?)
+}
+
+/// [`RELEASE`](crate::scripts::RELEASE): whether the mark was removed.
+pub(crate) async fn release<T: Transport>(
+    transport: &T,
+    (key, token): (&str, &str),
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<bool, StoreError> {
+    let script = &SCRIPTS.release;
+    let layout = Single::Release { token };
+    let args = single_args(transport, script, layout, key, deadline);
+    reply::flag(&eval(transport, script, args, route, deadline).await?)
+}
+
+/// Implements `CounterStore` and `MarkStore` for `$store`, a store reaching
+/// one endpoint through the transport `self.$transport` (whose route is
+/// `()`), named `$name` in logs and metrics: every operation is one call of
+/// the script path on the whole batch. An empty batch sends nothing.
+macro_rules! endpoint_store {
+    ($store:ty, $name:literal, $transport:ident) => {
+        #[tollgate_core::async_trait]
+        impl tollgate_core::CounterStore for $store {
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            async fn count(
+                &self,
+                counters: &[tollgate_core::Counter],
+                deadline: tollgate_core::Deadline,
+            ) -> Result<Vec<u64>, tollgate_core::StoreError> {
+                if counters.is_empty() {
+                    return Ok(Vec::new());
+                }
+                $crate::ops::count(&*self.$transport, counters.iter(), &mut (), deadline).await
+            }
+
+            async fn reserve(
+                &self,
+                counters: &[tollgate_core::Counter],
+                deadline: tollgate_core::Deadline,
+            ) -> Result<tollgate_core::Reservation, tollgate_core::StoreError> {
+                if counters.is_empty() {
+                    return Ok(tollgate_core::Reservation {
+                        applied: true,
+                        counts: Vec::new(),
+                    });
+                }
+                $crate::ops::reserve(&*self.$transport, counters.iter(), &mut (), deadline).await
+            }
+
+            async fn refund(
+                &self,
+                counters: &[tollgate_core::Counter],
+                deadline: tollgate_core::Deadline,
+            ) -> Result<Vec<u64>, tollgate_core::StoreError> {
+                if counters.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let transport = &*self.$transport;
+                $crate::ops::refund(transport, counters.iter(), false, &mut (), deadline).await
+            }
+
+            async fn get(
+                &self,
+                keys: &[String],
+                deadline: tollgate_core::Deadline,
+            ) -> Result<Vec<u64>, tollgate_core::StoreError> {
+                if keys.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                $crate::ops::get(&*self.$transport, &keys, &mut (), deadline).await
+            }
+
+            async fn delete(
+                &self,
+                key: &str,
+                deadline: tollgate_core::Deadline,
+            ) -> Result<bool, tollgate_core::StoreError> {
+                $crate::ops::delete(&*self.$transport, key, &mut (), deadline).await
+            }
+        }
+
+        #[tollgate_core::async_trait]
+        impl tollgate_core::MarkStore for $store {
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            async fn claim(
+                &self,
+                key: &str,
+                token: &str,
+                ttl: std::time::Duration,
+                deadline: tollgate_core::Deadline,
+            ) -> Result<tollgate_core::Claim, tollgate_core::StoreError> {
+                let mark = (key, token, ttl);
+                $crate::ops::claim(&*self.$transport, mark, &mut (), deadline).await
+            }
+
+            async fn finish(
+                &self,
+                key: &str,
+                token: &str,
+                ttl: std::time::Duration,
+                deadline: tollgate_core::Deadline,
+            ) -> Result<bool, tollgate_core::StoreError> {
+                let mark = (key, token, ttl);
+                $crate::ops::finish(&*self.$transport, mark, &mut (), deadline).await
+            }
+
+            async fn release(
+                &self,
+                key: &str,
+                token: &str,
+                deadline: tollgate_core::Deadline,
+            ) -> Result<bool, tollgate_core::StoreError> {
+                $crate::ops::release(&*self.$transport, (key, token), &mut (), deadline).await
+            }
+        }
+    };
+}
+
+pub(crate) use endpoint_store;

@@ -1,0 +1,98 @@
+//! Script calls as the redis crate's commands: one `EVALSHA` (or, after
+//! `NOSCRIPT`, the same call as one `EVAL`), and `MGET`.
+
+use redis::{Arg, Cmd};
+
+use crate::call::{Call, Size};
+use crate::scripts::Script;
+
+impl Call for Cmd {
+    fn key(&mut self, key: &str) {
+        self.arg(key);
+    }
+
+    fn number(&mut self, value: u64) {
+        self.arg(value);
+    }
+
+    fn text(&mut self, value: &str) {
+        self.arg(value);
+    }
+}
+
+/// The room to reserve for a call of `size`, as (arguments, bytes): a size
+/// hint only (see [`Size`]; mutation testing skips this function).
+fn room(size: Size) -> (usize, usize) {
+    let args = 3 + size.keys + size.args;
+    (args, 64 + size.text + args * 20)
+}
+
+/// The start of an `EVALSHA` of `script` about `size` large, to which the
+/// caller appends the keys, then the arguments.
+pub(crate) fn evalsha(script: &Script, size: Size) -> Cmd {
+    let (args, bytes) = room(size);
+    let mut cmd = Cmd::with_capacity(args, bytes);
+    cmd.arg("EVALSHA").arg(&script.sha).arg(size.keys);
+    cmd
+}
+
+/// The same call as `evalsha` (an `EVALSHA` built by [`evalsha`]), sent as
+/// `EVAL` with the script's `code`: the server runs it and caches it, and
+/// the call still names its keys, so a cluster routes it to the same node.
+pub(crate) fn as_eval(evalsha: &Cmd, code: &str) -> Cmd {
+    let mut cmd = Cmd::with_capacity(evalsha.args_iter().len(), code.len() + 64);
+    cmd.arg("EVAL").arg(code);
+    for arg in evalsha.args_iter().skip(2) {
+        if let Arg::Simple(bytes) = arg {
+            cmd.arg(bytes);
+        }
+    }
+    cmd
+}
+
+/// `MGET key...`.
+pub(crate) fn mget(keys: &[&str]) -> Cmd {
+    let mut cmd = redis::cmd("MGET");
+    for key in keys {
+        cmd.arg(*key);
+    }
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::Counters;
+    use crate::scripts::SCRIPTS;
+
+    fn args(cmd: &Cmd) -> Vec<Vec<u8>> {
+        cmd.args_iter()
+            .filter_map(|arg| match arg {
+                Arg::Simple(bytes) => Some(bytes.to_vec()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_eval_carries_the_same_keys_and_arguments() {
+        let script = &SCRIPTS.refund;
+        let counters = [tollgate_core::Counter {
+            key: "a:1".into(),
+            ttl: std::time::Duration::from_secs(1),
+            cost: 42,
+            max: 50,
+        }];
+        let mut cmd = evalsha(script, Counters::Refund.size(counters.iter()));
+        Counters::Refund.write(&mut cmd, &counters, 7);
+        let eval = as_eval(&cmd, script.code);
+        let sent = args(&cmd);
+        let resent = args(&eval);
+        assert_eq!(sent[0], b"EVALSHA");
+        assert_eq!(sent[1], script.sha.as_bytes());
+        assert_eq!(resent[0], b"EVAL");
+        assert_eq!(resent[1], script.code.as_bytes());
+        assert_eq!(sent[2..], resent[2..]);
+        assert_eq!(resent[2..], [&b"1"[..], b"a:1", b"7", b"42"]);
+    }
+}

@@ -1,0 +1,183 @@
+//! [`UpstashStore`]: counters and marks in Upstash Redis over its REST API
+//! (or in any redis-server behind `tollgate-rest-proxy`), for code that
+//! cannot hold a TCP connection to Redis: one HTTP request per call,
+//! whatever the batch size, with the scripts of the TCP store (so both keep
+//! the same counters and can share them).
+
+mod answer;
+mod body;
+mod endpoint;
+mod error;
+mod failure;
+#[cfg(test)]
+mod fake;
+mod http;
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tollgate_core::{Deadline, StoreError};
+
+use crate::call::Size;
+use crate::ops::endpoint_store;
+use crate::reply::Reply;
+use crate::scripts::Script;
+use crate::transport::Transport;
+use body::Tail;
+use endpoint::Endpoint;
+use http::{Http, Post};
+
+pub use error::Error;
+
+/// The environment variable holding the REST URL, as Upstash names it.
+pub const URL_VAR: &str = "UPSTASH_REDIS_REST_URL";
+
+/// The environment variable holding the REST token, as Upstash names it.
+pub const TOKEN_VAR: &str = "UPSTASH_REDIS_REST_TOKEN";
+
+/// Counters and marks in Upstash Redis over its REST API: one HTTP request
+/// per call, whatever the batch size, with the scripts of the TCP store.
+///
+/// Cheap to clone; clones share one pooled HTTP client. See
+/// [the module docs](self) and the crate's `UPSTASH.md` for the protocol,
+/// the failure mapping and the connection settings.
+#[derive(Clone)]
+pub struct UpstashStore {
+    rest: Arc<Rest>,
+}
+
+/// The transport of an [`UpstashStore`]: one HTTP request per command.
+struct Rest {
+    http: Box<dyn Post>,
+    /// `host:port`, never the token.
+    address: String,
+    /// Whether the refused token was logged already (once per store).
+    refusal_logged: AtomicBool,
+}
+
+impl fmt::Debug for UpstashStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UpstashStore")
+            .field("address", &self.rest.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UpstashStore {
+    /// A store on the endpoint `url` with `token`.
+    ///
+    /// `url` is `https://HOST` (Upstash), `http://HOST:PORT` (a local proxy),
+    /// or either with an `upstash+` prefix (the facade's form). Nothing is
+    /// sent until the first call, so this succeeds while the endpoint is down.
+    ///
+    /// ```
+    /// let store = tollgate_redis::UpstashStore::open("http://127.0.0.1:8079", "TOKEN")?;
+    /// # let _ = store;
+    /// # Ok::<(), tollgate_redis::upstash::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] when the URL or the token cannot be used, or `https://`
+    /// is asked of a build without the `tls` feature.
+    pub fn open(url: &str, token: &str) -> Result<UpstashStore, Error> {
+        let endpoint = Endpoint::new(url, token)?;
+        let address = endpoint.address.clone();
+        Ok(UpstashStore::with_http(
+            Box::new(Http::new(endpoint)?),
+            address,
+        ))
+    }
+
+    /// A store configured by the environment, as Upstash's own clients are:
+    /// [`URL_VAR`] (`UPSTASH_REDIS_REST_URL`) and [`TOKEN_VAR`]
+    /// (`UPSTASH_REDIS_REST_TOKEN`); lazy, like [`open`](UpstashStore::open).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingVar`] or [`Error::InvalidVar`] when a variable is
+    /// unset, empty or not Unicode; otherwise as [`open`](UpstashStore::open).
+    pub fn from_env() -> Result<UpstashStore, Error> {
+        let url = var(URL_VAR)?;
+        let token = var(TOKEN_VAR)?;
+        UpstashStore::open(&url, &token)
+    }
+
+    fn with_http(http: Box<dyn Post>, address: String) -> UpstashStore {
+        UpstashStore {
+            rest: Arc::new(Rest {
+                http,
+                address,
+                refusal_logged: AtomicBool::new(false),
+            }),
+        }
+    }
+}
+
+endpoint_store!(UpstashStore, "upstash", rest);
+
+impl Transport for Rest {
+    type Args = Tail;
+    type Route = ();
+
+    fn args(&self, _: &Script, size: Size) -> Tail {
+        Tail::new(size)
+    }
+
+    async fn eval(
+        &self,
+        script: &Script,
+        args: &Tail,
+        code: bool,
+        _: &mut (),
+        deadline: Deadline,
+    ) -> Result<Reply, StoreError> {
+        let body = if code {
+            args.eval(script.code)
+        } else {
+            args.evalsha(&script.sha)
+        };
+        self.request(body, deadline).await
+    }
+
+    async fn mget(
+        &self,
+        keys: &[&str],
+        _: &mut (),
+        deadline: Deadline,
+    ) -> Result<Reply, StoreError> {
+        self.request(body::mget(keys), deadline).await
+    }
+}
+
+impl Rest {
+    /// Sends one command (`POST /`) and reads its answer.
+    async fn request(&self, body: Vec<u8>, deadline: Deadline) -> Result<Reply, StoreError> {
+        let response = self.http.post(body, deadline).await?;
+        match response.status {
+            200 | 400 => answer::read(response.status, &response.body),
+            status => {
+                if matches!(status, 401 | 403) && !self.refusal_logged.swap(true, Ordering::Relaxed)
+                {
+                    tracing::error!(
+                        store = "upstash",
+                        address = %self.address,
+                        status,
+                        "the Upstash REST endpoint refused the token: check {TOKEN_VAR}; \
+                         every call fails until it is fixed (logged once per store)"
+                    );
+                }
+                Err(failure::from_status(status, &response.body, &self.address))
+            }
+        }
+    }
+}
+
+fn var(name: &'static str) -> Result<String, Error> {
+    match std::env::var(name) {
+        Ok(value) if !value.trim().is_empty() => Ok(value),
+        Ok(_) | Err(std::env::VarError::NotPresent) => Err(Error::MissingVar(name)),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Error::InvalidVar(name)),
+    }
+}

@@ -1,0 +1,415 @@
+//! What the Redis store sends and how it reads Redis: round trips per check,
+//! key format, sharing one server between stores, error replies.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use support::relay::Relay;
+use support::{admin, counter, deadline, info_field, limit, limits, run, stored};
+use tollgate_core::{
+    Claim, Clock, Counter, CounterStore, Deliveries, Limiter, ManualClock, MarkStore, Prefixed,
+    StoreError,
+};
+use tollgate_redis::RedisStore;
+use tollgate_test_support::redis_server::RedisServer;
+
+/// `INFO commandstats` as command → calls, leaving out the test's own commands.
+async fn command_calls(admin: &mut redis::aio::MultiplexedConnection) -> BTreeMap<String, u64> {
+    let Value::BulkString(info) = run(admin, &["INFO", "commandstats"]).await else {
+        panic!("INFO is not a bulk string");
+    };
+    String::from_utf8(info)
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats.split(',').find_map(|s| s.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().unwrap()))
+        })
+        .filter(|(name, _)| name != "config|resetstat" && name != "info")
+        .collect()
+}
+
+fn calls(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs
+        .iter()
+        .map(|(name, n)| ((*name).to_owned(), *n))
+        .collect()
+}
+
+/// What one script run of `n` counters calls inside Redis, `times` over.
+fn script_calls(times: u64, n: u64) -> BTreeMap<String, u64> {
+    calls(&[
+        ("evalsha", times),
+        ("get", n * times),
+        ("set", n * times),
+        ("time", times),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_of_four_limits_is_one_round_trip() {
+    const CHECKS: u64 = 20;
+    let server = RedisServer::start();
+    server.require_private("reset the statistics of");
+    let relay = Relay::start(server.port()).await;
+    let store = RedisStore::open(&relay.url()).unwrap();
+    let clock = ManualClock::starting_now();
+    let limiter = Limiter::builder(store.clone()).clock(clock.clone()).build();
+    let deliveries = Deliveries::new(store.clone(), "github-delivery:").unwrap();
+    let limits = limits(4);
+    let mut admin = admin(&server.url()).await;
+    // Warm up: connect, and load each script once.
+    limiter.count(&limits).await.unwrap();
+    limiter.reserve(&limits).await.unwrap();
+    let now = clock.now().as_secs();
+    let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
+    store.refund(&counters, deadline()).await.unwrap();
+    let warm = deliveries.begin("warm-up").await.unwrap().unwrap();
+    warm.complete().await.unwrap();
+    limiter.reset(&limits[3]).await.unwrap();
+
+    run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
+    let before = relay.turns();
+    for _ in 0..CHECKS {
+        assert!(limiter.count(&limits).await.unwrap().is_allowed());
+    }
+    let turns = relay.turns() - before;
+    let stats = command_calls(&mut admin).await;
+    println!("count × {CHECKS}: {turns} round trips, commands {stats:?}");
+    assert_eq!(turns, CHECKS, "round trips for {CHECKS} counts");
+    assert_eq!(stats, script_calls(CHECKS, 4));
+
+    run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
+    let before = relay.turns();
+    for _ in 0..CHECKS {
+        assert!(limiter.reserve(&limits).await.unwrap().is_allowed());
+    }
+    let turns = relay.turns() - before;
+    let stats = command_calls(&mut admin).await;
+    println!("reserve × {CHECKS}: {turns} round trips, commands {stats:?}");
+    assert_eq!(turns, CHECKS, "round trips for {CHECKS} reservations");
+    assert_eq!(stats, script_calls(CHECKS, 4));
+
+    run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
+    let before = relay.turns();
+    for _ in 0..CHECKS {
+        store.refund(&counters, deadline()).await.unwrap();
+    }
+    let turns = relay.turns() - before;
+    let stats = command_calls(&mut admin).await;
+    println!("refund × {CHECKS}: {turns} round trips, commands {stats:?}");
+    assert_eq!(turns, CHECKS, "round trips for {CHECKS} refunds");
+    assert_eq!(stats, script_calls(CHECKS, 4));
+
+    run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
+    let before = relay.turns();
+    limiter.remaining(&limits).await.unwrap();
+    let delivery = deliveries
+        .begin(&tollgate_test_support::unique())
+        .await
+        .unwrap()
+        .expect("a first delivery");
+    assert!(limiter.reset(&limits[0]).await.unwrap());
+    let turns = relay.turns() - before;
+    let stats = command_calls(&mut admin).await;
+    assert_eq!(
+        turns, 3,
+        "remaining, begin and reset are one round trip each"
+    );
+    assert_eq!(
+        stats,
+        calls(&[
+            ("del", 1),
+            ("evalsha", 2),
+            ("get", 1),
+            ("mget", 1),
+            ("set", 1),
+            ("time", 2)
+        ])
+    );
+    delivery.complete().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_limit_key_window_unless_prefixed() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_now();
+    let plain = Limiter::builder(RedisStore::open(&server.url()).unwrap())
+        .clock(clock.clone())
+        .build();
+    let tenant = Prefixed::new("tenant-a:", RedisStore::open(&server.url()).unwrap());
+    let prefixed = Limiter::builder(tenant).clock(clock.clone()).build();
+    let limit = limit("ask", 15);
+    let key = limit.counter_key(limit.rule().window().index(clock.now().as_secs()));
+    assert!(key.starts_with("limit:ask:"));
+
+    plain.count(std::slice::from_ref(&limit)).await.unwrap();
+    for _ in 0..3 {
+        prefixed.count(std::slice::from_ref(&limit)).await.unwrap();
+    }
+    let mut admin = admin(&server.url()).await;
+    assert_eq!(
+        run(&mut admin, &["GET", &key]).await,
+        Value::BulkString(b"1".to_vec())
+    );
+    let other = format!("tenant-a:{key}");
+    assert_eq!(
+        run(&mut admin, &["GET", &other]).await,
+        Value::BulkString(b"3".to_vec())
+    );
+    let left = prefixed
+        .remaining(std::slice::from_ref(&limit))
+        .await
+        .unwrap();
+    assert_eq!(left[0].remaining(), 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_server_never_allow_more_than_max() {
+    const MAX: u64 = 10;
+    const CALLERS: usize = 25;
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_now();
+    let stores = [
+        RedisStore::open(&server.url()).unwrap(),
+        RedisStore::open(&server.url()).unwrap(),
+    ];
+    let limiters: Vec<Limiter> = stores
+        .iter()
+        .map(|s| Limiter::builder(s.clone()).clock(clock.clone()).build())
+        .collect();
+    for reserve in [false, true] {
+        let limit = Arc::new(limit(if reserve { "reserved" } else { "counted" }, MAX));
+        let mut calls = Vec::new();
+        for i in 0..2 * CALLERS {
+            let limiter = limiters[i % 2].clone();
+            let limit = Arc::clone(&limit);
+            calls.push(tokio::spawn(async move {
+                let limits = [(*limit).clone()];
+                let verdict = if reserve {
+                    limiter.reserve(&limits).await
+                } else {
+                    limiter.count(&limits).await
+                };
+                verdict.unwrap().is_allowed()
+            }));
+        }
+        let mut allowed = 0;
+        for call in calls {
+            allowed += u64::from(call.await.unwrap());
+        }
+        assert_eq!(
+            allowed, MAX,
+            "allowed calls across two stores (reserve: {reserve})"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_server_is_busy_its_connection_is_replaced_and_writes_resume_when_promoted() {
+    let server = RedisServer::start();
+    server.require_private("make a replica of");
+    let primary = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+    let batch = [counter("a", 1, 5), counter("b", 1, 5)];
+    assert_eq!(store.count(&batch, deadline()).await.unwrap(), vec![1, 1]);
+    let connections = |admin: &mut redis::aio::MultiplexedConnection| {
+        let mut admin = admin.clone();
+        async move { info_field(&mut admin, "stats", "total_connections_received").await }
+    };
+    let accepted = connections(&mut admin).await;
+    assert_eq!(store.connections_made(), 1);
+
+    // A failover demotes this server: it replicates another, every write is READONLY.
+    let port = primary.port().to_string();
+    run(&mut admin, &["REPLICAOF", "127.0.0.1", &port]).await;
+    let id = tollgate_test_support::unique();
+    let mark = format!("github-delivery:{id}");
+    let mut made = store.connections_made();
+    for what in ["count", "reserve", "refund", "claim", "delete"] {
+        let err = match what {
+            "count" => store.count(&batch, deadline()).await.map(drop),
+            "reserve" => store.reserve(&batch, deadline()).await.map(drop),
+            "refund" => store.refund(&batch, deadline()).await.map(drop),
+            "claim" => store
+                .claim(&mark, "token", Duration::from_secs(5), deadline())
+                .await
+                .map(drop),
+            _ => store.delete(&batch[0].key, deadline()).await.map(drop),
+        }
+        .unwrap_err();
+        assert!(
+            matches!(err, StoreError::Busy(_)),
+            "{what} on a replica: {err:?}"
+        );
+        assert!(err.is_transient());
+        // Each READONLY reply drops the connection, so every later call
+        // makes a new one (the first was answered on the old one).
+        let expected = if what == "count" { made } else { made + 1 };
+        assert_eq!(
+            store.connections_made(),
+            expected,
+            "{what}: connections made"
+        );
+        made = expected;
+    }
+    assert!(
+        connections(&mut admin).await >= accepted + 4,
+        "the server saw no new connections"
+    );
+    assert!(
+        store.get(&[batch[0].key.clone()], deadline()).await.is_ok(),
+        "reads still work"
+    );
+
+    // Promoted again: the same store writes, on a connection made after the failover.
+    run(&mut admin, &["REPLICAOF", "NO", "ONE"]).await;
+    let counts = store.count(&batch, deadline()).await.unwrap();
+    assert!(counts.iter().all(|&n| n >= 1), "{counts:?}");
+    assert_eq!(
+        store
+            .claim(&mark, "token", Duration::from_secs(5), deadline())
+            .await
+            .unwrap(),
+        Claim::Acquired
+    );
+    assert!(
+        store.connections_made() > made,
+        "no connection made after the promotion"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_of_another_type_is_a_backend_failure_never_a_panic() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+    let batch = [counter("a", 1, 5), counter("b", 1, 5)];
+    // A counter key holding a list: GET fails with WRONGTYPE before any write.
+    run(&mut admin, &["LPUSH", &batch[1].key, "x"]).await;
+    for err in [
+        store.count(&batch, deadline()).await.unwrap_err(),
+        store.reserve(&batch, deadline()).await.unwrap_err(),
+        store.refund(&batch, deadline()).await.unwrap_err(),
+    ] {
+        assert!(!err.is_transient(), "{err:?}");
+        assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+    }
+    assert_eq!(
+        stored(&mut admin, &batch[0].key).await,
+        None,
+        "a write before the refusal"
+    );
+    // MGET reads a list as nil, so 0; a counter holding text is an invalid reply.
+    assert_eq!(
+        store
+            .get(&[batch[1].key.clone()], deadline())
+            .await
+            .unwrap(),
+        vec![0]
+    );
+    run(&mut admin, &["SET", &batch[0].key, "twelve"]).await;
+    let err = store
+        .get(&[batch[0].key.clone()], deadline())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidReply(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_over_a_malformed_counter_changes_nothing() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+    // Values Lua reads as numbers (some that INCRBY accepts) but no count can
+    // be: the refusal must come before the first write, or the counters
+    // ahead of it stay written. The last two are over 2^53.
+    for text in [
+        "1.5",
+        " 3",
+        "07",
+        "1e2",
+        "-2",
+        "0x10",
+        "9007199254740993",
+        "18446744073709551616",
+    ] {
+        let batch = [counter("fine", 1, 5), counter("bad", 1, 5)];
+        run(&mut admin, &["SET", &batch[0].key, "2"]).await;
+        run(&mut admin, &["SET", &batch[1].key, text]).await;
+        for (what, err) in [
+            ("count", store.count(&batch, deadline()).await.unwrap_err()),
+            (
+                "reserve",
+                store.reserve(&batch, deadline()).await.unwrap_err(),
+            ),
+            (
+                "refund",
+                store.refund(&batch, deadline()).await.unwrap_err(),
+            ),
+        ] {
+            assert!(!err.is_transient(), "{what} over {text:?}: {err:?}");
+            assert_eq!(
+                stored(&mut admin, &batch[0].key).await.as_deref(),
+                Some("2"),
+                "a {what} refused over {text:?} changed another counter"
+            );
+            assert_eq!(
+                stored(&mut admin, &batch[1].key).await.as_deref(),
+                Some(text)
+            );
+        }
+    }
+    // 2^53 itself is a count.
+    let top = counter("top", 1, 5);
+    run(&mut admin, &["SET", &top.key, "9007199254740992"]).await;
+    assert_eq!(
+        store
+            .count(std::slice::from_ref(&top), deadline())
+            .await
+            .unwrap(),
+        vec![1 << 53]
+    );
+}
+
+/// Under attack, a caller already over its limit costs no store command:
+/// `INFO commandstats` sees nothing for 1,000 refused reservations answered
+/// by the limiter's cache, and exactly one script run per allowed call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_callers_under_attack_cost_the_server_nothing() {
+    let server = RedisServer::start();
+    server.require_private("reset the statistics of");
+    let store = RedisStore::open(&server.url()).unwrap();
+    let limiter = Limiter::new(store);
+    let mut admin = admin(&server.url()).await;
+    let attacker = [limit("ask", 15), limit("ask-all", 1_000_000)];
+    for _ in 0..15 {
+        assert!(limiter.reserve(&attacker).await.unwrap().is_allowed());
+    }
+    let first = limiter.reserve(&attacker).await.unwrap();
+    assert!(
+        !first.is_allowed() && !first.is_local(),
+        "the store refuses first"
+    );
+    run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
+    for _ in 0..1_000 {
+        let verdict = limiter.reserve(&attacker).await.unwrap();
+        assert!(!verdict.is_allowed() && verdict.is_local());
+    }
+    assert_eq!(
+        command_calls(&mut admin).await,
+        BTreeMap::new(),
+        "refused calls reached the server"
+    );
+    let visitor = [limit("ask", 15), limit("ask-all", 1_000_000)];
+    assert!(limiter.reserve(&visitor).await.unwrap().is_allowed());
+    assert_eq!(command_calls(&mut admin).await, script_calls(1, 2));
+}

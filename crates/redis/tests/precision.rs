@@ -1,0 +1,365 @@
+//! Costs, saturation and the deadline check, against a real server: counts
+//! stay exact up to 2^53 in Lua's doubles, never exceed 2^53, a reservation
+//! never over-admits, and a script past its deadline writes nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::Value;
+use support::{admin, counter, deadline, run, stored};
+use tollgate_core::{Claim, CounterStore, Deadline, MAX_COUNT, MAX_MAX, MarkStore, StoreError};
+use tollgate_redis::RedisStore;
+use tollgate_test_support::redis_server::RedisServer;
+
+const TOP: u64 = MAX_COUNT; // 2^53
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_near_two_to_the_53_are_exact_and_saturate() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+
+    let mut big = counter("big", MAX_MAX, MAX_MAX);
+    assert_eq!(
+        store
+            .count(std::slice::from_ref(&big), deadline())
+            .await
+            .unwrap(),
+        vec![MAX_MAX]
+    );
+    assert_eq!(
+        stored(&mut admin, &big.key).await.as_deref(),
+        Some("9007199254740991")
+    );
+    big.cost = 1;
+    assert_eq!(
+        store
+            .count(std::slice::from_ref(&big), deadline())
+            .await
+            .unwrap(),
+        vec![TOP]
+    );
+    big.cost = MAX_MAX;
+    assert_eq!(
+        store
+            .count(std::slice::from_ref(&big), deadline())
+            .await
+            .unwrap(),
+        vec![TOP]
+    );
+    assert_eq!(
+        stored(&mut admin, &big.key).await.as_deref(),
+        Some("9007199254740992")
+    );
+
+    // Odd counts above 2^52 (spacing 1 in a double) stay exact.
+    for (start, cost, expected) in [
+        (TOP - 3, 2, TOP - 1),
+        (TOP - 3, 1, TOP - 2),
+        (TOP - 2, 1, TOP - 1),
+        (TOP - 1, 1, TOP),
+        (TOP - 1, 2, TOP),
+        (TOP - 1, TOP, TOP),
+        (TOP, TOP, TOP),
+        ((1 << 52) + 1, (1 << 52) - 2, TOP - 1),
+    ] {
+        let mut c = counter("near", cost, MAX_MAX);
+        run(&mut admin, &["SET", &c.key, &start.to_string()]).await;
+        let counts = store
+            .count(std::slice::from_ref(&c), deadline())
+            .await
+            .unwrap();
+        assert_eq!(counts, vec![expected], "{start} + {cost}");
+        assert_eq!(
+            stored(&mut admin, &c.key).await,
+            Some(expected.to_string()),
+            "{start} + {cost} stored"
+        );
+        // And back: a refund from there is exact too.
+        c.cost = 1;
+        let back = store
+            .refund(std::slice::from_ref(&c), deadline())
+            .await
+            .unwrap();
+        assert_eq!(back, vec![expected - 1], "{expected} - 1");
+        assert_eq!(
+            stored(&mut admin, &c.key).await,
+            Some((expected - 1).to_string())
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reservations_near_the_largest_max_never_over_admit() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+
+    let mut c = counter("max", MAX_MAX, MAX_MAX);
+    let r = store
+        .reserve(std::slice::from_ref(&c), deadline())
+        .await
+        .unwrap();
+    assert!(r.applied && r.counts == vec![MAX_MAX], "{r:?}");
+    c.cost = 1;
+    let r = store
+        .reserve(std::slice::from_ref(&c), deadline())
+        .await
+        .unwrap();
+    assert!(
+        !r.applied && r.counts == vec![MAX_MAX],
+        "one past the max: {r:?}"
+    );
+    assert_eq!(
+        stored(&mut admin, &c.key).await.as_deref(),
+        Some("9007199254740991")
+    );
+
+    // A cost above max never fits, even on an empty counter.
+    let over = counter("over", MAX_MAX, MAX_MAX - 1);
+    let r = store
+        .reserve(std::slice::from_ref(&over), deadline())
+        .await
+        .unwrap();
+    assert!(!r.applied && r.counts == vec![0], "{r:?}");
+    let top = counter("top", TOP, MAX_MAX);
+    let r = store
+        .reserve(std::slice::from_ref(&top), deadline())
+        .await
+        .unwrap();
+    assert!(!r.applied, "a cost of 2^53 fit a max of 2^53 - 1");
+    assert_eq!(stored(&mut admin, &over.key).await, None);
+    assert_eq!(stored(&mut admin, &top.key).await, None);
+
+    // count + cost exactly at max fits; one more does not; where the true
+    // sum is 2^53 + 1 (not a double), it must not round down to fit.
+    for (start, cost, max, fits) in [
+        (TOP - 3, 2, MAX_MAX, true),
+        (TOP - 3, 3, MAX_MAX, false),
+        (TOP - 2, 1, MAX_MAX, true),
+        (TOP - 1, 1, MAX_MAX, false),
+        (TOP, 1, MAX_MAX, false),
+        (1, TOP, MAX_MAX, false),
+        (3, MAX_MAX - 3, MAX_MAX, true),
+        (3, MAX_MAX - 2, MAX_MAX, false),
+        (MAX_MAX - 10, 10, MAX_MAX - 1, false),
+    ] {
+        let fine = counter("fine", 1, 10);
+        let c = counter("edge", cost, max);
+        run(&mut admin, &["SET", &c.key, &start.to_string()]).await;
+        let r = store
+            .reserve(&[fine.clone(), c.clone()], deadline())
+            .await
+            .unwrap();
+        assert_eq!(r.applied, fits, "{start} + {cost} <= {max}: {r:?}");
+        let expected = if fits { start + cost } else { start };
+        assert_eq!(
+            r.counts,
+            vec![u64::from(fits), expected],
+            "{start} + {cost}"
+        );
+        assert_eq!(stored(&mut admin, &c.key).await, Some(expected.to_string()));
+        let first = stored(&mut admin, &fine.key).await;
+        assert_eq!(first.as_deref(), fits.then_some("1"), "all or nothing");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_floors_at_zero_keeps_the_lifetime_and_leaves_absent_counters_absent() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+    let mut c = counter("refund", 5, 100);
+    store
+        .count(std::slice::from_ref(&c), deadline())
+        .await
+        .unwrap();
+    run(&mut admin, &["PEXPIRE", &c.key, "5000"]).await;
+    c.cost = 3;
+    assert_eq!(
+        store
+            .refund(std::slice::from_ref(&c), deadline())
+            .await
+            .unwrap(),
+        vec![2]
+    );
+    let Value::Int(ttl) = run(&mut admin, &["PTTL", &c.key]).await else {
+        panic!("PTTL");
+    };
+    assert!(
+        (1..=5_000).contains(&ttl),
+        "the refund changed the lifetime: {ttl}"
+    );
+    assert_eq!(
+        store
+            .refund(std::slice::from_ref(&c), deadline())
+            .await
+            .unwrap(),
+        vec![0]
+    );
+    assert_eq!(stored(&mut admin, &c.key).await.as_deref(), Some("0"));
+    let absent = counter("absent", 3, 100);
+    assert_eq!(
+        store
+            .refund(std::slice::from_ref(&absent), deadline())
+            .await
+            .unwrap(),
+        vec![0]
+    );
+    assert_eq!(
+        run(&mut admin, &["EXISTS", &absent.key]).await,
+        Value::Int(0)
+    );
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Runs `script` raw with `keys`, then the cutoff `cutoff` and `args`.
+async fn raw_eval(
+    conn: &mut redis::aio::MultiplexedConnection,
+    script: &str,
+    keys: &[&str],
+    cutoff: u64,
+    args: &[&str],
+) -> Value {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(cutoff)
+        .arg(args);
+    cmd.query_async(conn).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_script_past_its_deadline_writes_nothing() {
+    let server = RedisServer::start();
+    let mut admin = admin(&server.url()).await;
+    let id = tollgate_test_support::unique();
+    let (a, b) = (format!("limit:a:{id}:1"), format!("limit:b:{id}:1"));
+    let mark = format!("github-delivery:{id}");
+    run(&mut admin, &["SET", &b, "4"]).await;
+    run(&mut admin, &["SET", &mark, "token"]).await;
+    let deadline_reply = Value::SimpleString("DEADLINE".into());
+    let passed = now_millis() - 1;
+    let cases: [(&str, &str, Vec<&str>, Vec<&str>); 7] = [
+        (
+            "count",
+            tollgate_redis::scripts::COUNT,
+            vec![&a, &b],
+            vec!["60000", "1", "60000", "1"],
+        ),
+        (
+            "reserve",
+            tollgate_redis::scripts::RESERVE,
+            vec![&a, &b],
+            vec!["60000", "1", "10", "60000", "1", "10"],
+        ),
+        (
+            "refund",
+            tollgate_redis::scripts::REFUND,
+            vec![&a, &b],
+            vec!["1", "1"],
+        ),
+        ("delete", tollgate_redis::scripts::DELETE, vec![&b], vec![]),
+        (
+            "claim",
+            tollgate_redis::scripts::CLAIM,
+            vec![&a],
+            vec!["t", "60000"],
+        ),
+        (
+            "finish",
+            tollgate_redis::scripts::FINISH,
+            vec![&mark],
+            vec!["token", "60000", "done"],
+        ),
+        (
+            "release",
+            tollgate_redis::scripts::RELEASE,
+            vec![&mark],
+            vec!["token"],
+        ),
+    ];
+    for (what, script, keys, args) in &cases {
+        let reply = raw_eval(&mut admin, script, keys, passed, args).await;
+        assert_eq!(reply, deadline_reply, "{what} past its deadline");
+        assert_eq!(stored(&mut admin, &a).await, None, "{what} wrote");
+        assert_eq!(
+            stored(&mut admin, &b).await.as_deref(),
+            Some("4"),
+            "{what} wrote"
+        );
+        assert_eq!(
+            stored(&mut admin, &mark).await.as_deref(),
+            Some("token"),
+            "{what} wrote"
+        );
+    }
+    // The same calls a second ahead of their deadline do write.
+    let ahead = now_millis() + 1_000;
+    for (what, script, keys, args) in &cases {
+        let reply = raw_eval(&mut admin, script, keys, ahead, args).await;
+        assert_ne!(reply, deadline_reply, "{what} ahead of its deadline");
+    }
+    assert_eq!(
+        stored(&mut admin, &mark).await.as_deref(),
+        Some("done"),
+        "finish ran"
+    );
+    assert_eq!(stored(&mut admin, &b).await, None, "delete ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_call_past_its_deadline_is_a_timeout_and_sends_nothing() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+    let c = counter("late", 1, 10);
+    store
+        .count(std::slice::from_ref(&c), deadline())
+        .await
+        .unwrap();
+    let passed = Deadline::after(Duration::ZERO);
+    let mark = format!("github-delivery:{}", tollgate_test_support::unique());
+    let errors: Vec<StoreError> = vec![
+        store
+            .count(std::slice::from_ref(&c), passed)
+            .await
+            .unwrap_err(),
+        store
+            .reserve(std::slice::from_ref(&c), passed)
+            .await
+            .unwrap_err(),
+        store
+            .refund(std::slice::from_ref(&c), passed)
+            .await
+            .unwrap_err(),
+        store.delete(&c.key, passed).await.unwrap_err(),
+        store
+            .claim(&mark, "t", Duration::from_secs(5), passed)
+            .await
+            .unwrap_err(),
+    ];
+    for err in errors {
+        assert!(matches!(err, StoreError::Timeout(_)), "{err:?}");
+        assert!(err.is_transient());
+    }
+    assert_eq!(stored(&mut admin, &c.key).await.as_deref(), Some("1"));
+    assert_eq!(stored(&mut admin, &mark).await, None);
+    assert_eq!(
+        store
+            .claim(&mark, "t", Duration::from_secs(5), deadline())
+            .await
+            .unwrap(),
+        Claim::Acquired
+    );
+}

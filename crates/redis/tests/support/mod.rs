@@ -1,0 +1,96 @@
+//! Helpers shared by the test binaries of the Redis stores (TCP, Cluster,
+//! Upstash REST).
+
+#![allow(dead_code, unreachable_pub)]
+
+pub mod cluster;
+pub mod relay;
+pub mod upstash;
+
+use std::time::Duration;
+
+use tollgate_core::{Counter, Deadline, Limit, Rule, Window};
+use tollgate_test_support::unique;
+
+/// The failure bound stated in the crate docs: a check against a dead or
+/// frozen server returns within this, with the default retry policy.
+pub const BOUND: Duration = Duration::from_millis(500);
+
+/// `n` limits of one check, on keys no other test uses.
+pub fn limits(n: usize) -> Vec<Limit> {
+    let id = unique();
+    (0..n)
+        .map(|i| {
+            let rule = Rule::new(&format!("rule{i}"), 1_000, Window::DAY)
+                .and_then(|r| r.with_key(&["id"]))
+                .unwrap();
+            rule.limit(&[id.as_str()]).unwrap()
+        })
+        .collect()
+}
+
+/// One limit with `max`, on a key no other test uses.
+pub fn limit(name: &str, max: u64) -> Limit {
+    Rule::new(name, max, Window::DAY)
+        .and_then(|r| r.with_key(&["id"]))
+        .unwrap()
+        .limit(&[unique()])
+        .unwrap()
+}
+
+/// A deadline for a store call made directly by a test: one second.
+pub fn deadline() -> Deadline {
+    Deadline::after(Duration::from_secs(1))
+}
+
+/// A counter on a key no other test uses, with a minute's lifetime.
+pub fn counter(name: &str, cost: u64, max: u64) -> Counter {
+    Counter {
+        key: format!("limit:{name}:{}:1", unique()),
+        ttl: Duration::from_secs(60),
+        cost,
+        max,
+    }
+}
+
+/// `INFO <section>` field `name`, as a number.
+pub async fn info_field(
+    conn: &mut redis::aio::MultiplexedConnection,
+    section: &str,
+    name: &str,
+) -> u64 {
+    let redis::Value::BulkString(info) = run(conn, &["INFO", section]).await else {
+        panic!("INFO is not a bulk string");
+    };
+    let text = String::from_utf8(info).unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("INFO {section} has no {name}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The value stored at `key`, `None` when absent.
+pub async fn stored(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<String> {
+    match run(conn, &["GET", key]).await {
+        redis::Value::Nil => None,
+        redis::Value::BulkString(bytes) => Some(String::from_utf8(bytes).unwrap()),
+        other => panic!("GET {key}: {other:?}"),
+    }
+}
+
+/// A plain connection for administrative commands (INFO, SCRIPT FLUSH, ...).
+pub async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(url).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// Runs one raw command on `conn`.
+pub async fn run(conn: &mut redis::aio::MultiplexedConnection, args: &[&str]) -> redis::Value {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query_async(conn).await.unwrap()
+}

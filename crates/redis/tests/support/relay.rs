@@ -1,0 +1,136 @@
+//! A loopback TCP relay in front of a server: it counts round trips (a
+//! Redis command, an HTTP/1.1 request: each run of client bytes that
+//! follows a reply, or opens a connection, is one, since requests on a
+//! connection take turns with their replies), and can turn its open
+//! connections into black holes (a dead host, a partition).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// A relay from a loopback port of its own to `127.0.0.1:<target>`.
+pub struct Relay {
+    port: u16,
+    shared: Arc<Shared>,
+    accept: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Requests sent after a reply (or first): round trips.
+    turns: AtomicU64,
+    /// Connections accepted so far.
+    accepted: AtomicU64,
+    /// Connections numbered below this forward nothing any more.
+    silent_below: AtomicU64,
+}
+
+impl Relay {
+    /// Starts relaying to the server on `target`.
+    pub async fn start(target: u16) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(Shared::default());
+        let state = Arc::clone(&shared);
+        let accept = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)).await else {
+                    continue;
+                };
+                let number = state.accepted.fetch_add(1, Ordering::SeqCst);
+                let awaiting = Arc::new(AtomicBool::new(false));
+                let (client_read, client_write) = client.into_split();
+                let (server_read, server_write) = server.into_split();
+                let up = Pipe {
+                    state: Arc::clone(&state),
+                    number,
+                    awaiting: Arc::clone(&awaiting),
+                    request: true,
+                };
+                let down = Pipe {
+                    state: Arc::clone(&state),
+                    number,
+                    awaiting,
+                    request: false,
+                };
+                tokio::spawn(up.run(client_read, server_write));
+                tokio::spawn(down.run(server_read, client_write));
+            }
+        });
+        Relay {
+            port,
+            shared,
+            accept,
+        }
+    }
+
+    /// The URL to reach a Redis server through the relay.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The URL to reach an HTTP server (a REST proxy) through the relay.
+    pub fn http_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Round trips so far: requests that followed a reply on their connection.
+    pub fn turns(&self) -> u64 {
+        self.shared.turns.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Every connection open now stops forwarding, without closing: what a
+    /// client sees of a host that vanished. New connections work.
+    pub fn silence_open_connections(&self) {
+        let accepted = self.shared.accepted.load(Ordering::SeqCst);
+        self.shared.silent_below.store(accepted, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+struct Pipe {
+    state: Arc<Shared>,
+    number: u64,
+    /// Whether the last bytes on this connection were a request.
+    awaiting: Arc<AtomicBool>,
+    request: bool,
+}
+
+impl Pipe {
+    async fn run(self, mut from: OwnedReadHalf, mut to: OwnedWriteHalf) {
+        let mut buf = vec![0_u8; 64 * 1024];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if self.number < self.state.silent_below.load(Ordering::SeqCst) {
+                continue;
+            }
+            if self.request {
+                if !self.awaiting.swap(true, Ordering::SeqCst) {
+                    self.state.turns.fetch_add(1, Ordering::SeqCst);
+                }
+            } else {
+                self.awaiting.store(false, Ordering::SeqCst);
+            }
+            if to.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    }
+}
