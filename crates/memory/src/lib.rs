@@ -142,6 +142,10 @@ fn add(map: &mut Map<Entry>, counter: &Counter, now: Duration) -> u64 {
 
 #[async_trait]
 impl CounterStore for MemoryStore {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
     async fn count(&self, counters: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
@@ -200,6 +204,10 @@ impl CounterStore for MemoryStore {
 
 #[async_trait]
 impl MarkStore for MemoryStore {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
     async fn claim(
         &self,
         key: &str,

@@ -68,7 +68,10 @@ async fn main() {
         delay: Duration::ZERO,
         timeout: Duration::from_secs(5),
     };
-    let limiter = Limiter::with_parts(store, ManualClock::new(NOW)).with_retry(generous);
+    let limiter = Limiter::builder(store)
+        .clock(ManualClock::new(NOW))
+        .retry(generous)
+        .build();
     let pool = raw_pool(&url);
     let rules = rules();
     if let Ok(n) = std::env::var("TOLLGATE_BENCH_PROBE") {

@@ -2,7 +2,7 @@
 //! call saw its reply.
 
 use std::ops::{Deref, DerefMut};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{ClientWrapper, Object, Pool, Timeouts};
 use tollgate_core::{Deadline, StoreError};
@@ -36,10 +36,25 @@ impl Lease {
         if remaining.is_zero() {
             return Err(error::passed(started));
         }
+        Lease::within(pool, Some(remaining), started).await
+    }
+
+    /// A connection from `pool`, with no limit of its own on the wait: for
+    /// work that its caller bounds by dropping it (a sweep).
+    pub(crate) async fn take_unbounded(pool: &Pool, started: Instant) -> Result<Lease, StoreError> {
+        Lease::within(pool, None, started).await
+    }
+
+    /// A connection from `pool` within `limit` (no limit: `None`).
+    async fn within(
+        pool: &Pool,
+        limit: Option<Duration>,
+        started: Instant,
+    ) -> Result<Lease, StoreError> {
         let timeouts = Timeouts {
-            wait: Some(remaining),
-            create: Some(remaining),
-            recycle: Some(remaining),
+            wait: limit,
+            create: limit,
+            recycle: limit,
         };
         let client = pool
             .timeout_get(&timeouts)

@@ -72,6 +72,11 @@ impl PostgresOptions {
     /// Removes at most `batch` expired counters and marks every `interval`
     /// (10,000 every minute by default), in a task that ends with the
     /// store. An interval of zero turns the sweep off.
+    ///
+    /// The interval also bounds each sweep: a sweep must be over before the
+    /// next is due, so one still waiting for a connection or for the server
+    /// after `interval` is cut off (its connection closed, a warning
+    /// logged) and the next starts on time.
     pub fn sweep(mut self, interval: Duration, batch: u32) -> PostgresOptions {
         self.sweep_interval = interval;
         self.sweep_batch = batch;

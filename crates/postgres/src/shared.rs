@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{oneshot, watch};
@@ -14,7 +14,7 @@ use tollgate_core::{Deadline, StoreError};
 use crate::lease::Lease;
 use crate::sql::Statements;
 use crate::url::Target;
-use crate::{Error, PostgresOptions, error, schema, sweep};
+use crate::{Error, PostgresOptions, schema, sweep};
 
 /// The outcome of one attempt to prepare the schema, shared by every call
 /// waiting for it.
@@ -177,12 +177,4 @@ impl Shared {
 /// The pool builder's error as a static message (it can only be a missing runtime).
 fn pool_error(_: &deadpool_postgres::BuildError) -> &'static str {
     "the connection pool could not be built"
-}
-
-/// How long a background sweep may take, pool wait included.
-pub(crate) const SWEEP_BUDGET: Duration = Duration::from_secs(30);
-
-/// The store's error for a statement's error.
-pub(crate) fn failed(err: tokio_postgres::Error, started: Instant) -> StoreError {
-    error::from_pg(err, started)
 }

@@ -1,4 +1,5 @@
-//! [`PostgresStore`]: the handle, and the [`CounterStore`] calls.
+//! [`PostgresStore`]: the handle, and the [`CounterStore`] and
+//! [`MarkStore`] calls.
 
 use std::fmt;
 use std::sync::Arc;
@@ -7,15 +8,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MARK_DONE, MAX_COUNT, Reservation, StoreError,
-    async_trait,
+    Claim, Counter, CounterStore, Deadline, MARK_DONE, MAX_COUNT, MarkStore, Reservation,
+    StoreError, async_trait,
 };
 
-use crate::shared::{Shared, failed};
+use crate::shared::Shared;
 use crate::{Error, PostgresOptions, error, sweep};
 
-/// A [`CounterStore`] in PostgreSQL: one statement per call, row locks for
-/// atomicity, the call's deadline checked by the server's clock.
+/// A [`CounterStore`] and [`MarkStore`] in PostgreSQL: one statement per
+/// call, row locks for atomicity, the call's deadline checked by the
+/// server's clock.
 ///
 /// Cheap to clone: clones share one connection pool. Several stores, in one
 /// process or several, may use the same schema; each check is atomic
@@ -88,6 +90,10 @@ impl PostgresStore {
     /// Removes at most the sweep's batch of expired counters and marks
     /// now (the background sweep does this every interval); how many.
     ///
+    /// The store sets no time limit on it: it waits for a connection and
+    /// for the server as long as it is awaited. Bound it with a timeout of
+    /// your own; a sweep dropped before its reply closes its connection.
+    ///
     /// # Errors
     ///
     /// A [`StoreError`] when the server fails.
@@ -108,7 +114,7 @@ impl PostgresStore {
         self.shared
             .query(sql, params, deadline, started)
             .await?
-            .map_err(|e| failed(e, started))
+            .map_err(|e| error::from_pg(e, started))
     }
 }
 
@@ -124,6 +130,10 @@ impl fmt::Debug for PostgresStore {
 
 #[async_trait]
 impl CounterStore for PostgresStore {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
     async fn count(
         &self,
         counters: &[Counter],
@@ -171,7 +181,7 @@ impl CounterStore for PostgresStore {
                 {
                     tracing::trace!("tollgate-postgres: reservation raced a new counter; again");
                 }
-                Err(err) => return Err(failed(err, started)),
+                Err(err) => return Err(error::from_pg(err, started)),
             }
         };
         let counts = counts(&rows, counters.len())?;
@@ -225,6 +235,13 @@ impl CounterStore for PostgresStore {
         let sql = &self.shared.sql.delete;
         let rows = self.rows(sql, &[&key, &cutoff], deadline, started).await?;
         one(&rows)?.try_get(0).map_err(bad_row)
+    }
+}
+
+#[async_trait]
+impl MarkStore for PostgresStore {
+    fn name(&self) -> &'static str {
+        "postgres"
     }
 
     async fn claim(
@@ -295,7 +312,9 @@ impl CounterStore for PostgresStore {
     }
 }
 
-/// The longest lifetime written: 10,000 days (the core's are at most two windows).
+/// The longest lifetime written: 10,000 days (the core's are at most two
+/// windows). Not a time budget: a clamp of any `Duration` to what
+/// `statement_timestamp()` plus a lifetime can hold in a `timestamptz`.
 const MAX_TTL: Duration = Duration::from_secs(10_000 * 86_400);
 
 /// The keys, costs (saturated at [`MAX_COUNT`], which changes no result)

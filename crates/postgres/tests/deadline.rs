@@ -8,8 +8,11 @@ mod support;
 use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
-use tollgate_core::{Claim, Counter, CounterStore, Deadline, StoreError};
-use tollgate_postgres::PostgresStore;
+use tollgate_core::{
+    Claim, Counter, CounterStore, Deadline, Limiter, ManualClock, MarkStore, RetryPolicy, Rule,
+    StoreError, Window,
+};
+use tollgate_postgres::{PostgresOptions, PostgresStore};
 
 /// How long the other transaction holds its lock: well past the call's
 /// deadline and its skew margin.
@@ -271,4 +274,82 @@ async fn a_call_its_caller_gave_up_on_takes_its_connection_out_of_the_pool() {
         "the abandoned call's connection went back to the pool"
     );
     store.count(&[counter(&key)], long()).await.unwrap();
+}
+
+/// A limiter whose retry policy is not the default (one attempt of 20 ms),
+/// on a pool of one connection, facing a counter whose row another session
+/// holds locked for 300 ms. The attempt's deadline is what the server
+/// checks when the statement finally runs: the check answered unavailable
+/// applies nothing once the lock comes free (by a default check's budget,
+/// 350 ms, it would have). Meanwhile nothing in the store is held on its
+/// behalf: a call on another counter gets the pool's one connection, and
+/// is answered, while the lock is still held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_retry_policy_is_the_deadline_the_server_applies_a_held_check_by() {
+    const NOW: Duration = Duration::from_secs(1_700_000_030);
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    let options = PostgresOptions::default().schema(&schema).pool_size(1);
+    let store = PostgresStore::open_with(&url, options).await.unwrap();
+    let mut locker = support::client(&url).await;
+    let short = RetryPolicy {
+        retries: 0,
+        delay: Duration::from_millis(10),
+        timeout: Duration::from_millis(20),
+    };
+    let limiter = Limiter::builder(store.clone())
+        .clock(ManualClock::new(NOW))
+        .retry(short)
+        .build();
+    let limits = [Rule::new("short", 100, Window::DAY)
+        .and_then(|rule| rule.with_key(&["id"]))
+        .and_then(|rule| rule.limit(&[tollgate_test_support::unique()]))
+        .unwrap()];
+    let key = limits[0].counter_key(Window::DAY.index(NOW.as_secs()));
+    let once = Counter {
+        cost: 1,
+        ..counter(&key)
+    };
+    store
+        .count(std::slice::from_ref(&once), long())
+        .await
+        .unwrap();
+
+    let tx = locker.transaction().await.unwrap();
+    tx.execute(
+        &format!("SELECT 1 FROM \"{schema}\".counters WHERE key = $1 FOR UPDATE"),
+        &[&key.as_bytes()],
+    )
+    .await
+    .unwrap();
+    let locked = Instant::now();
+    let during = limiter.count(&limits).await;
+    assert!(
+        matches!(&during, Err(err) if err.is_unavailable()),
+        "a check on a locked counter answered {during:?}"
+    );
+    // The lock is not released until this call is answered: were the
+    // pool's one connection still held for the abandoned check, this call
+    // would wait for it in vain.
+    let other = format!("limit:other:{}", tollgate_test_support::unique());
+    let answered = tokio::time::timeout(
+        Duration::from_secs(5),
+        store.count(&[counter(&other)], long()),
+    )
+    .await;
+    match answered {
+        Ok(Ok(counts)) => assert_eq!(counts, [5]),
+        other => panic!("a call on another counter during the lock answered {other:?}"),
+    }
+    tokio::time::sleep(Duration::from_millis(300).saturating_sub(locked.elapsed())).await;
+    tx.commit().await.unwrap();
+
+    // The abandoned statement, queued first on the row, runs now, past its
+    // deadline; the next call on the counter waits for it.
+    let after = store.count(&[once], long()).await;
+    assert_eq!(
+        after.unwrap(),
+        [2],
+        "the check answered unavailable was applied once the lock came free"
+    );
 }

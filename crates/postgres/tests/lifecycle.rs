@@ -46,7 +46,10 @@ async fn counts_acknowledged_before_a_crash_survive_it() {
         delay: Duration::ZERO,
         timeout: Duration::from_secs(2),
     };
-    let limiter = Limiter::with_parts(store.clone(), ManualClock::new(NOW)).with_retry(once);
+    let limiter = Limiter::builder(store.clone())
+        .clock(ManualClock::new(NOW))
+        .retry(once)
+        .build();
     let acknowledged = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..TASKS)
         .map(|_| {
@@ -101,7 +104,9 @@ async fn a_frozen_server_bounds_checks_and_applies_nothing_they_gave_up() {
     let mut server = start();
     let schema = support::unique_schema();
     let store = support::open(&server.url(), &schema).await;
-    let limiter = Limiter::with_parts(store.clone(), ManualClock::new(NOW));
+    let limiter = Limiter::builder(store.clone())
+        .clock(ManualClock::new(NOW))
+        .build();
     let rule = Rule::new("frozen", 100, Window::DAY)
         .unwrap()
         .with_key(&["id"])
@@ -161,7 +166,10 @@ async fn a_frozen_server_bounds_checks_and_applies_nothing_they_gave_up() {
         delay: Duration::ZERO,
         timeout: Duration::from_secs(5),
     };
-    let after = Limiter::with_parts(store.clone(), ManualClock::new(NOW)).with_retry(once);
+    let after = Limiter::builder(store.clone())
+        .clock(ManualClock::new(NOW))
+        .retry(once)
+        .build();
     let verdict = after.count(&limits).await.unwrap();
     assert!(verdict.is_allowed() && !verdict.is_degraded());
     let client = support::client(&server.url()).await;

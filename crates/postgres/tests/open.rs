@@ -367,3 +367,12 @@ async fn a_schema_whose_preparation_lost_its_connection_may_be_opened_again() {
     assert!(err.is_transient(), "{err:?}");
     support::open(&url, &schema).await;
 }
+
+#[tokio::test]
+async fn its_metrics_and_logs_name_it_postgres() {
+    // Lazy: no server needed to be named.
+    let store =
+        PostgresStore::connect_lazy("postgres://u@127.0.0.1:1/db", options("named")).unwrap();
+    assert_eq!(CounterStore::name(&store), "postgres");
+    assert_eq!(tollgate_core::MarkStore::name(&store), "postgres");
+}

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use tollgate_core::{Counter, CounterStore, Deadline, StoreError};
+use tollgate_core::{Counter, CounterStore, Deadline, MarkStore, StoreError};
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 
 fn counter(key: &str, ttl: Duration) -> Counter {
@@ -195,6 +195,71 @@ async fn the_sweep_removes_expired_rows_and_ends_with_the_store() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(connections().await, 0, "a connection outlived the store");
+}
+
+/// A background sweep is bounded by its interval: one blocked (here by a
+/// lock on the whole table) when the next is due is cut off, and the next
+/// starts on time, so several sweeps queue on the lock while it is held;
+/// once it is released, the expired rows are swept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_blocked_past_its_interval_is_cut_off_and_the_next_starts_on_time() {
+    let server = support::server();
+    let schema = support::unique_schema();
+    let app = support::unique_schema();
+    let url = format!("{}?application_name={app}", server.url());
+    let interval = Duration::from_millis(100);
+    let store = PostgresStore::open_with(
+        &url,
+        PostgresOptions::default()
+            .schema(&schema)
+            .sweep(interval, 100),
+    )
+    .await
+    .unwrap();
+    let id = tollgate_test_support::unique();
+    let expired = format!("limit:gone:{id}");
+    store
+        .count(&[counter(&expired, Duration::from_millis(50))], long())
+        .await
+        .unwrap();
+
+    let mut locker = support::client(&server.url()).await;
+    let reader = support::client(&server.url()).await;
+    let tx = locker.transaction().await.unwrap();
+    tx.batch_execute(&format!(
+        "LOCK TABLE \"{schema}\".counters IN ACCESS EXCLUSIVE MODE"
+    ))
+    .await
+    .unwrap();
+    // With a sweep per two intervals (a wait, then a sweep cut off), about
+    // seven sweeps start in 1.5 s; one sweep waiting for the whole hold
+    // would be one.
+    let waiting = async || -> i64 {
+        let sql = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
+        reader.query_one(sql, &[&app]).await.unwrap().get(0)
+    };
+    let until = Instant::now() + Duration::from_millis(1_500);
+    let mut most = 0;
+    while Instant::now() < until {
+        most = most.max(waiting().await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tx.commit().await.unwrap();
+    assert!(
+        most >= 2,
+        "{most} sweeps waited for the lock at once: the first was not cut off at its interval"
+    );
+
+    let until = Instant::now() + Duration::from_secs(3);
+    while support::stored(&reader, &schema, &expired).await.is_some() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        support::stored(&reader, &schema, &expired).await,
+        None,
+        "the expired counter was swept once the lock was released"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -75,7 +75,10 @@ async fn child(role: &str) {
         other => panic!("unknown role {other}"),
     };
     let limit = rule().limit(&[key]).unwrap();
-    let limiter = Limiter::with_parts(store, ManualClock::new(RACE_TIME)).with_retry(ONCE);
+    let limiter = Limiter::builder(store)
+        .clock(ManualClock::new(RACE_TIME))
+        .retry(ONCE)
+        .build();
     // Every connection of the pool open before the race starts.
     let warm: Vec<_> = (0..TASKS)
         .map(|_| {

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use tollgate_core::{Clock, SystemClock};
 
+use crate::worker::MAX_WAIT;
+
 /// What a committed count survives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -41,11 +43,12 @@ impl Durability {
 ///     .sweep(Duration::from_secs(30), 5_000);
 /// ```
 ///
-/// There is no busy timeout to set: a batch of calls waits for another
+/// Calls have no busy timeout to set: a batch of calls waits for another
 /// process's write lock only until the latest deadline among its calls
 /// (each call carries the [`Deadline`](tollgate_core::Deadline) its
 /// [`Limiter`](tollgate_core::Limiter) gave it), and applies no call whose
-/// deadline has passed by the time the lock is held.
+/// deadline has passed by the time the lock is held. Only opening has one
+/// ([`open_busy_timeout`](SqliteOptions::open_busy_timeout)).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SqliteOptions {
@@ -53,6 +56,7 @@ pub struct SqliteOptions {
     pub(crate) durability: Durability,
     pub(crate) sweep_interval: Duration,
     pub(crate) sweep_batch: u32,
+    pub(crate) open_busy_timeout: Duration,
     pub(crate) clock: Arc<dyn Clock>,
 }
 
@@ -63,6 +67,7 @@ impl Default for SqliteOptions {
             durability: Durability::default(),
             sweep_interval: Duration::from_secs(60),
             sweep_batch: 10_000,
+            open_busy_timeout: SqliteOptions::DEFAULT_OPEN_BUSY_TIMEOUT,
             clock: Arc::new(SystemClock),
         }
     }
@@ -72,10 +77,10 @@ impl SqliteOptions {
     /// The default [`queue_capacity`](SqliteOptions::queue_capacity): 4,096 calls.
     pub const DEFAULT_QUEUE_CAPACITY: usize = 4_096;
 
-    /// How long opening waits for another process holding the file's lock
-    /// while it checks or creates the schema: 5 s. Calls never wait this
-    /// long; they wait until their own deadline.
-    pub const OPEN_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+    /// The default [`open_busy_timeout`](SqliteOptions::open_busy_timeout):
+    /// 5 s. (It was the constant `OPEN_BUSY_TIMEOUT` before opening's wait
+    /// became an option.)
+    pub const DEFAULT_OPEN_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
     /// The most calls waiting for the worker thread ([`DEFAULT_QUEUE_CAPACITY`]
     /// by default, at least 1). A call made while the queue is full fails at
@@ -85,6 +90,18 @@ impl SqliteOptions {
     /// [`DEFAULT_QUEUE_CAPACITY`]: SqliteOptions::DEFAULT_QUEUE_CAPACITY
     pub fn queue_capacity(mut self, capacity: usize) -> SqliteOptions {
         self.queue_capacity = capacity.max(1);
+        self
+    }
+
+    /// How long opening waits for another process holding the file's lock
+    /// while it checks or creates the schema
+    /// ([`DEFAULT_OPEN_BUSY_TIMEOUT`] by default; at most `i32::MAX`
+    /// milliseconds, about 24 days, the most SQLite takes). Calls never
+    /// wait this long; they wait until their own deadline.
+    ///
+    /// [`DEFAULT_OPEN_BUSY_TIMEOUT`]: SqliteOptions::DEFAULT_OPEN_BUSY_TIMEOUT
+    pub fn open_busy_timeout(mut self, timeout: Duration) -> SqliteOptions {
+        self.open_busy_timeout = timeout.min(MAX_WAIT);
         self
     }
 

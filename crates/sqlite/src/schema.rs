@@ -57,7 +57,7 @@ pub(crate) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, E
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(path, flags).map_err(failed)?;
-    conn.busy_timeout(SqliteOptions::OPEN_BUSY_TIMEOUT)
+    conn.busy_timeout(options.open_busy_timeout)
         .map_err(failed)?;
     if conn.is_readonly("main").map_err(failed)? {
         return Err(Error::ReadOnly {
@@ -67,7 +67,7 @@ pub(crate) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, E
     // The first read of the file: a file that is not a database fails here.
     // Several processes opening a new file at once may find it locked while
     // another sets its journal mode; SQLite does not wait there by itself.
-    let deadline = Instant::now() + SqliteOptions::OPEN_BUSY_TIMEOUT;
+    let deadline = Instant::now() + options.open_busy_timeout;
     let mode = retry_busy(deadline, || wal(&conn)).map_err(failed)?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(Error::NoWal {
@@ -107,7 +107,8 @@ fn retry_busy<T>(
     }
 }
 
-fn is_busy(err: &rusqlite::Error) -> bool {
+/// Whether `err` is another connection holding the file's lock.
+pub(crate) fn is_busy(err: &rusqlite::Error) -> bool {
     matches!(
         err.sqlite_error_code(),
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)

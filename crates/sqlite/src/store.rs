@@ -1,4 +1,5 @@
-//! [`SqliteStore`]: the async handle, sending calls to the worker thread.
+//! [`SqliteStore`]: the async handle, sending calls to the worker thread:
+//! the [`CounterStore`] and [`MarkStore`] calls.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,14 +8,16 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
-use tollgate_core::{Claim, Counter, CounterStore, Deadline, Reservation, StoreError, async_trait};
+use tollgate_core::{
+    Claim, Counter, CounterStore, Deadline, MarkStore, Reservation, StoreError, async_trait,
+};
 
 use crate::error::{queue_full, worker_gone};
 use crate::job::{Call, Job};
 use crate::worker::Worker;
 use crate::{Error, SqliteOptions, marks, ops, schema};
 
-/// A durable [`CounterStore`] in one SQLite file.
+/// A durable [`CounterStore`] and [`MarkStore`] in one SQLite file.
 ///
 /// Cheap to clone: clones share one connection, served by one worker thread
 /// that runs concurrent calls together in one write transaction. Several
@@ -113,6 +116,10 @@ impl SqliteStore {
 
 #[async_trait]
 impl CounterStore for SqliteStore {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
     async fn count(
         &self,
         counters: &[Counter],
@@ -155,6 +162,13 @@ impl CounterStore for SqliteStore {
         let key = key.to_owned();
         self.call(deadline, move |conn, now| ops::delete(conn, &key, now))
             .await
+    }
+}
+
+#[async_trait]
+impl MarkStore for SqliteStore {
+    fn name(&self) -> &'static str {
+        "sqlite"
     }
 
     async fn claim(

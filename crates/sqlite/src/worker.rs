@@ -16,25 +16,26 @@ use tollgate_core::Clock;
 
 use crate::SqliteOptions;
 use crate::job::{Failure, Job};
-use crate::{marks, ops};
+use crate::{marks, ops, schema};
 
 /// The most calls run in one transaction.
 const MAX_BATCH: usize = 1_024;
 
-/// The shortest idle wait between two looks at the sweep schedule.
+/// The shortest idle wait between two looks at the sweep schedule. Not a
+/// time budget: the cadence of an idle loop, which a queued call interrupts.
 const MIN_WAIT: Duration = Duration::from_secs(1);
 
 /// The least time a call must have left to be applied: its batch still has
 /// to commit and answer before the caller's deadline. A batch that went late
-/// anyway runs again with a margin grown by the time its late run took.
+/// anyway runs again with a margin grown by the time its late run took. Not
+/// a time budget: nothing waits for it; it is how close to its own deadline
+/// a call may still be applied.
 const MARGIN: Duration = Duration::from_millis(1);
 
-/// How long a sweep waits for another process's write lock; a sweep that
-/// cannot lock the file tries again at its next interval.
-const SWEEP_WAIT: Duration = Duration::from_millis(10);
-
-/// The longest busy timeout SQLite takes (`i32::MAX` milliseconds).
-const MAX_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
+/// The longest busy timeout SQLite takes (`i32::MAX` milliseconds). Not a
+/// time budget: a clamp of the waits set (a batch's, from its deadlines;
+/// opening's, from the options) to the API's range.
+pub(crate) const MAX_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
 
 /// The queue end of a store's calls.
 pub(crate) type Queue = Receiver<Box<dyn Job>>;
@@ -185,6 +186,11 @@ impl Worker {
     /// Removes a bounded batch of expired counters and marks when the sweep
     /// is due. A full batch makes the next sweep due at once, so a backlog
     /// clears batch by batch between calls.
+    ///
+    /// A sweep never waits for another process's write lock: calls may be
+    /// queued behind it, and a call waits only as long as its own deadline
+    /// says. A sweep that finds the file locked is due again at once, and
+    /// tries again before the next batch (or at the next idle look).
     fn sweep_if_due(&mut self) {
         let now = self.clock.now();
         if now < self.next_sweep {
@@ -193,7 +199,7 @@ impl Worker {
         let mut removed = 0;
         let result = self
             .conn
-            .busy_timeout(SWEEP_WAIT)
+            .busy_timeout(Duration::ZERO)
             .map_err(Arc::new)
             .and_then(|()| {
                 self.transaction(|conn| {
@@ -208,6 +214,10 @@ impl Worker {
         match result {
             Ok(_) if removed > 0 && removed >= self.sweep_batch as usize => self.next_sweep = now,
             Ok(_) => self.next_sweep = now.saturating_add(self.sweep_interval),
+            Err(failure) if schema::is_busy(&failure) => {
+                tracing::debug!("the file is locked by another connection; sweeping later");
+                self.next_sweep = now;
+            }
             Err(failure) => {
                 tracing::warn!(error = %failure, "sweeping expired counters failed");
                 self.next_sweep = now.saturating_add(self.sweep_interval);

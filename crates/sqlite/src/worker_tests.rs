@@ -440,6 +440,34 @@ fn a_sweep_that_removes_nothing_waits_an_interval_and_logs_nothing() {
 }
 
 #[test]
+fn a_sweep_never_waits_for_another_connections_lock_and_is_due_again_at_once() {
+    // Calls may be queued behind a sweep, and they wait only by their own
+    // deadlines: a sweep finding the file locked gives up at once, without
+    // a warning, and tries again before the next batch.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = tollgate_core::ManualClock::new(Duration::from_secs(1_000));
+    let mut worker = sweeping(&dir, &clock, 10, 3);
+    // A batch may leave a long busy timeout behind it.
+    worker.conn.busy_timeout(Duration::from_secs(30)).unwrap();
+    let other = Connection::open(dir.path().join("limits.sqlite")).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let logs = tollgate_test_support::Logs::default();
+    let started = Instant::now();
+    logs.capture_blocking(tracing::Level::WARN, || worker.sweep_if_due());
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(10),
+        "the sweep waited {waited:?} for the lock"
+    );
+    assert_eq!(logs.text(), "", "a locked file is no failure");
+    assert_eq!(rows(&worker), 3);
+    assert_eq!(worker.next_sweep, clock.now(), "due again at once");
+    other.execute_batch("ROLLBACK").unwrap();
+    worker.sweep_if_due();
+    assert_eq!(rows(&worker), 0);
+}
+
+#[test]
 fn a_call_that_loses_the_transaction_fails_its_batch_with_its_own_error() {
     // On a full disk or an I/O error SQLite rolls the whole transaction
     // back (here: the call does so itself, then fails as disk full): the

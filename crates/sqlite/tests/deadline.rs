@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rusqlite::Connection;
-use tollgate_core::{Clock, CounterStore, Deadline, Limiter, ManualClock, Rule, Window};
+use tollgate_core::{
+    Clock, Counter, CounterStore, Deadline, Deliveries, Limiter, ManualClock, RetryPolicy, Rule,
+    StoreError, Window,
+};
 use tollgate_sqlite::SqliteStore;
 
 /// How long the other connection holds the write lock: several times a
@@ -57,7 +60,7 @@ async fn checks_answered_unavailable_or_degraded_during_a_held_lock_spend_nothin
     let store = SqliteStore::open(&path).unwrap();
     // A fixed window: the test may not straddle the end of a day.
     let clock = ManualClock::starting_now();
-    let limiter = Limiter::with_parts(store.clone(), clock.clone());
+    let limiter = Limiter::builder(store.clone()).clock(clock.clone()).build();
     let rule = |name| {
         Rule::new(name, 1_000_000, Window::DAY)
             .and_then(|rule| rule.with_key(&["caller"]))
@@ -135,8 +138,8 @@ async fn checks_answered_unavailable_or_degraded_during_a_held_lock_spend_nothin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_begun_in_vain_during_a_held_lock_begins_exactly_once_after_it() {
     let (_dir, path) = file();
-    let limiter = Limiter::new(SqliteStore::open(&path).unwrap());
-    let deliveries = limiter.deliveries();
+    let store = SqliteStore::open(&path).unwrap();
+    let deliveries = Deliveries::new(store, "github-delivery:").unwrap();
     let holder = hold_lock(&path, HOLD);
     let began = tokio::time::Instant::now();
     let during = deliveries.begin("held-delivery").await;
@@ -161,4 +164,70 @@ async fn a_delivery_begun_in_vain_during_a_held_lock_begins_exactly_once_after_i
     );
     first.complete().await.unwrap();
     assert!(deliveries.begin("held-delivery").await.unwrap().is_none());
+}
+
+/// A limiter whose retry policy is not the default (one attempt of 20 ms)
+/// facing a file whose write lock another connection holds. Its deadline
+/// is what the worker waits for the lock by: the worker gives up on the
+/// abandoned check at that deadline, not at a default check's budget
+/// (350 ms), so a call made right after, still during the lock, is tried
+/// against the lock (and answered busy at its own deadline) rather than
+/// left queued behind a wait on the abandoned check's behalf (and skipped
+/// as too late, a timeout). Once the lock comes free, the failed check is
+/// found to have applied nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_retry_policy_bounds_how_long_the_worker_waits_for_a_held_lock() {
+    let (_dir, path) = file();
+    let store = SqliteStore::open(&path).unwrap();
+    let short = RetryPolicy {
+        retries: 0,
+        delay: Duration::from_millis(10),
+        timeout: Duration::from_millis(20),
+    };
+    let clock = ManualClock::starting_now();
+    let limiter = Limiter::builder(store.clone())
+        .clock(clock.clone())
+        .retry(short)
+        .build();
+    let limits = [Rule::new("short", 100, Window::DAY)
+        .and_then(|rule| rule.with_key(&["caller"]))
+        .and_then(|rule| rule.limit(&["c"]))
+        .unwrap()];
+    // Longer than a default check's budget, with room to spare: a worker
+    // still waiting on the first check's behalf is waiting through the
+    // second call's whole deadline.
+    let holder = hold_lock(&path, Duration::from_millis(700));
+
+    let during = limiter.count(&limits).await;
+    assert!(
+        matches!(&during, Err(err) if err.is_unavailable()),
+        "a check during the lock answered {during:?}"
+    );
+    let probe = Counter {
+        key: "limit:probe:1".into(),
+        ttl: Duration::from_secs(60),
+        cost: 1,
+        max: 10,
+    };
+    let next = store
+        .count(&[probe], Deadline::after(Duration::from_millis(150)))
+        .await;
+    match next {
+        Err(StoreError::Busy(_)) => {}
+        other => panic!(
+            "the call after the abandoned check answered {other:?}, not busy: the worker \
+             was still waiting for the lock on the abandoned check's behalf"
+        ),
+    }
+
+    tokio::task::spawn_blocking(move || holder.join().unwrap())
+        .await
+        .unwrap();
+    let key = limits[0].counter_key(Window::DAY.index(clock.now().as_secs()));
+    let deadline = Deadline::after(Duration::from_secs(10));
+    assert_eq!(
+        store.get(&[key], deadline).await.unwrap(),
+        [0],
+        "the check answered unavailable was applied"
+    );
 }

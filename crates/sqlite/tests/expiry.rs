@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use tempfile::TempDir;
-use tollgate_core::{Claim, Clock, Counter, CounterStore, Deadline, ManualClock};
+use tollgate_core::{Claim, Clock, Counter, CounterStore, Deadline, ManualClock, MarkStore};
 use tollgate_sqlite::{SqliteOptions, SqliteStore};
 
 const MINUTE: Duration = Duration::from_secs(60);

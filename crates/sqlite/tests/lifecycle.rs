@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use tollgate_core::{Counter, CounterStore, Deadline};
-use tollgate_sqlite::SqliteStore;
+use tollgate_sqlite::{Error, SqliteOptions, SqliteStore};
 
 fn counter() -> Counter {
     Counter {
@@ -87,7 +87,7 @@ async fn many_stores_opening_a_new_file_at_once_all_succeed() {
 }
 
 /// A store opened while another connection holds the file's write lock
-/// waits for it (up to `OPEN_BUSY_TIMEOUT`) instead of failing.
+/// waits for it (up to its `open_busy_timeout`) instead of failing.
 #[tokio::test]
 async fn opening_waits_for_a_lock_held_by_another_connection() {
     let dir = tempfile::tempdir().unwrap();
@@ -113,6 +113,37 @@ async fn opening_waits_for_a_lock_held_by_another_connection() {
     );
 }
 
+/// The open busy timeout is the caller's: an open that finds the file
+/// locked for longer gives up after it (here 200 ms, against a lock held
+/// 1.5 s, which the default 5 s would have waited out), and one of any
+/// length is accepted.
+#[test]
+fn opening_gives_up_on_a_lock_after_its_open_busy_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.sqlite");
+    let (locked, held) = std::sync::mpsc::channel();
+    let holder = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch("BEGIN EXCLUSIVE; CREATE TABLE t (x);")
+                .unwrap();
+            locked.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(1_500));
+            conn.execute_batch("ROLLBACK").unwrap();
+        })
+    };
+    held.recv().unwrap();
+    let short = SqliteOptions::default().open_busy_timeout(Duration::from_millis(200));
+    match SqliteStore::open_with(&path, short) {
+        Err(Error::Sqlite { .. }) => {}
+        other => panic!("an open during a held lock answered {other:?}"),
+    }
+    holder.join().unwrap();
+    let longest = SqliteOptions::default().open_busy_timeout(Duration::MAX);
+    SqliteStore::open_with(&path, longest).unwrap();
+}
+
 /// Processes racing to open a new file find it busy while one of them sets
 /// its journal mode, where SQLite does not wait by itself: every open still
 /// succeeds, because opening tries a busy file again.
@@ -135,4 +166,12 @@ fn racing_opens_of_a_new_file_wait_out_each_other() {
             thread.join().unwrap().unwrap();
         }
     }
+}
+
+#[tokio::test]
+async fn its_metrics_and_logs_name_it_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("limits.sqlite")).unwrap();
+    assert_eq!(CounterStore::name(&store), "sqlite");
+    assert_eq!(tollgate_core::MarkStore::name(&store), "sqlite");
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 use tempfile::TempDir;
-use tollgate_core::{Claim, Counter, CounterStore, Deadline};
+use tollgate_core::{Claim, Counter, CounterStore, Deadline, MarkStore};
 use tollgate_sqlite::{APPLICATION_ID, Error, SCHEMA_VERSION, SqliteStore};
 
 fn dir() -> TempDir {
@@ -285,7 +285,7 @@ fn a_version_1_file_of_another_shape_is_refused() {
 }
 
 /// A file that is not a database is refused at once: only a busy file is
-/// tried again (for up to `OPEN_BUSY_TIMEOUT`), not every failure.
+/// tried again (for up to its `open_busy_timeout`), not every failure.
 #[test]
 fn a_file_that_is_not_a_database_is_refused_without_waiting() {
     let dir = dir();
@@ -295,7 +295,7 @@ fn a_file_that_is_not_a_database_is_refused_without_waiting() {
     let err = open_error(&path);
     assert!(matches!(err, Error::NotADatabase { .. }), "{err:?}");
     assert!(
-        started.elapsed() < tollgate_sqlite::SqliteOptions::OPEN_BUSY_TIMEOUT / 2,
+        started.elapsed() < tollgate_sqlite::SqliteOptions::DEFAULT_OPEN_BUSY_TIMEOUT / 2,
         "refused after {:?}, as if the file were busy",
         started.elapsed()
     );

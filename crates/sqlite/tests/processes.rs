@@ -66,7 +66,9 @@ async fn child(role: &str) {
     match role {
         "count" | "reserve" => {
             let limit = race_rule().limit(&[key]).unwrap();
-            let limiter = Limiter::with_parts(store, ManualClock::new(RACE_TIME));
+            let limiter = Limiter::builder(store)
+                .clock(ManualClock::new(RACE_TIME))
+                .build();
             processes::race(&limiter, &limit, TASKS, ROUNDS, role == "reserve").await;
         }
         "burst" => burst(store, &key).await,
