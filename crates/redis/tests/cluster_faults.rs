@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use support::BOUND;
 use support::cluster::{Counting, deadline, key_of, limit_where, pttl, raw, slot, stored, tagged};
+use support::frozen::Frozen;
+use support::{BOUND, SHORT, assert_held_within_the_short_bound};
 use tokio::sync::Mutex;
 use tollgate_core::{Counter, CounterStore, Error, Limit, Limiter, Prefixed, RetryPolicy};
 use tollgate_redis::RedisClusterStore;
@@ -572,4 +573,21 @@ fn minute_counter(key: &str, cost: u64) -> Counter {
         cost,
         max: 10,
     }
+}
+
+/// The cluster client waits for nothing longer than the limiter's policy
+/// allows: under a limiter of one 25 ms attempt, a seed node that accepts
+/// connections and never answers is given up within that budget, every
+/// time the client tries it (the default policy's would hold it 350 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_policy_bounds_what_the_cluster_client_waits_for() {
+    let frozen = Frozen::start(0).await;
+    let url = format!("redis-cluster://127.0.0.1:{}", frozen.port());
+    let limiter = Limiter::builder(RedisClusterStore::open(&url).unwrap())
+        .retry(SHORT)
+        .build();
+    let limits = [tagged("short", 10, "a")];
+    let result = limiter.count(&limits).await;
+    assert!(matches!(result, Err(Error::Unavailable(_))), "{result:?}");
+    assert_held_within_the_short_bound(&frozen, "redis-cluster").await;
 }

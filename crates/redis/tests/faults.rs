@@ -9,8 +9,11 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redis::Value;
+use support::frozen::Frozen;
 use support::relay::Relay;
-use support::{BOUND, admin, deadline, limits, run};
+use support::{
+    BOUND, SHORT, SHORT_BOUND, admin, assert_held_within_the_short_bound, deadline, limits, run,
+};
 use tollgate_core::{Clock, CounterStore, Deliveries, Error, Limiter, ManualClock};
 use tollgate_redis::RedisStore;
 use tollgate_test_support::Logs;
@@ -273,4 +276,52 @@ async fn silent_connection_is_replaced() {
     );
     assert_eq!(relay.connections(), 2);
     assert_healthy(&limiter, "after the reconnect").await;
+}
+
+/// The store waits for nothing longer than the limiter's policy allows: a
+/// limiter of one 25 ms attempt, against a server that accepts connections
+/// and never answers, gives up the connection attempt its check started
+/// within that budget (the default policy's would hold it 350 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_policy_bounds_the_connection_attempt_its_check_starts() {
+    let frozen = Frozen::start(0).await;
+    let url = format!("redis://127.0.0.1:{}", frozen.port());
+    let limiter = Limiter::builder(RedisStore::open(&url).unwrap())
+        .retry(SHORT)
+        .build();
+    let result = limiter.count(&limits(2)).await;
+    assert!(matches!(result, Err(Error::Unavailable(_))), "{result:?}");
+    assert_held_within_the_short_bound(&frozen, "redis").await;
+}
+
+/// A connection that stops answering is remade after the check budget of
+/// the call that found it silent: under a limiter of one 25 ms attempt,
+/// checks made every 10 ms succeed again through a new connection within
+/// that budget (the default policy's would keep the silent one 350 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_policy_bounds_how_long_a_silent_connection_is_kept() {
+    let server = start(RedisServerOptions::default());
+    let relay = Relay::start(server.port()).await;
+    let limiter = Limiter::builder(RedisStore::open(&relay.url()).unwrap())
+        .retry(SHORT)
+        .build();
+    assert_healthy(&limiter, "before the silence").await;
+    relay.silence_open_connections();
+    let started = Instant::now();
+    let mut checks = 0;
+    while limiter.count(&limits(2)).await.is_err() {
+        checks += 1;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "still failing after {checks} checks"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = started.elapsed();
+    println!("reconnected after {took:?} and {checks} failed checks");
+    assert_eq!(relay.connections(), 2);
+    assert!(
+        took < SHORT_BOUND,
+        "the silent connection was kept {took:?}"
+    );
 }

@@ -7,13 +7,14 @@
 
 mod support;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use support::upstash::fake::{Canned, FakeServer, Frozen};
+use support::frozen::Frozen;
+use support::upstash::fake::{Canned, FakeServer};
 use support::upstash::proxy::Proxy;
 use support::upstash::{BOUND, TOKEN, limits};
-use support::{counter, deadline};
-use tollgate_core::{CounterStore, Error, Limiter};
+use support::{SHORT, SHORT_BOUND, assert_held_within_the_short_bound, counter, deadline};
+use tollgate_core::{CounterStore, Deadline, Error, Limiter};
 use tollgate_redis::upstash::UpstashStore;
 use tollgate_test_support::Logs;
 use tollgate_test_support::redis_server::RedisServer;
@@ -262,7 +263,11 @@ async fn a_refused_token_is_a_permanent_failure_logged_once_without_the_token() 
         "a permanent failure is not retried"
     );
     let text = logs.text();
-    assert_eq!(text.matches("ERROR tollgate_redis::upstash").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("ERROR tollgate_redis::upstash").count(),
+        1,
+        "{text}"
+    );
     assert!(text.contains("refused the token"), "{text}");
     for err in &errors {
         let Error::Unavailable(source) = err else {
@@ -365,4 +370,31 @@ async fn a_noscript_answer_costs_exactly_one_more_request() {
     assert_eq!(names, ["EVALSHA", "EVAL", "EVALSHA"]);
     assert_eq!(sent[1].body[1], tollgate_redis::scripts::COUNT);
     assert_eq!(sent[0].body[1], sent[2].body[1]);
+}
+
+/// The REST store waits for nothing longer than the limiter's policy
+/// allows, and ends each request at its deadline by itself, for a client
+/// whose dropped requests are not stopped (a runtime that does not cancel
+/// them): against an endpoint that accepts connections and never answers,
+/// a limiter of one 25 ms attempt is unavailable within its budget, and a
+/// call made directly with a 25 ms deadline is a timeout by then, each
+/// connection closed (without a deadline of its own, the direct call would
+/// wait for ever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_policy_and_a_request_deadline_bound_every_wait() {
+    let frozen = Frozen::start(0).await;
+    let store = UpstashStore::open(&frozen.url(), TOKEN).unwrap();
+    let limiter = Limiter::builder(store.clone()).retry(SHORT).build();
+    let result = limiter.count(&limits(2)).await;
+    assert!(matches!(result, Err(Error::Unavailable(_))), "{result:?}");
+    let started = Instant::now();
+    let direct = store
+        .count(&[counter("a", 1, 5)], Deadline::after(SHORT.timeout))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(direct.map_err(|e| e.kind()), Err("timeout"));
+    assert!(took < SHORT_BOUND, "a 25 ms call took {took:?}");
+    let held = frozen.closed(2, Duration::from_secs(2)).await;
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert_held_within_the_short_bound(&frozen, "upstash").await;
 }

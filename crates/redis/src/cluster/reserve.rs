@@ -164,9 +164,7 @@ mod tests {
     #[test]
     fn a_give_back_has_the_checks_whole_budget_from_when_it_starts() {
         for budget in [Duration::from_millis(30), Duration::from_millis(350)] {
-            let passed = Deadline::after(Duration::ZERO);
             let reservation = Deadline::after(budget);
-            assert!(passed.has_passed());
             let before = Instant::now();
             let give_back = give_back_deadline(reservation);
             assert!(give_back.instant() >= before + budget);

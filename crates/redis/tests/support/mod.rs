@@ -4,17 +4,45 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cluster;
+pub mod frozen;
 pub mod relay;
 pub mod upstash;
 
 use std::time::Duration;
 
-use tollgate_core::{Counter, Deadline, Limit, Rule, Window};
+use tollgate_core::{Counter, Deadline, Limit, RetryPolicy, Rule, Window};
 use tollgate_test_support::unique;
 
 /// The failure bound stated in the crate docs: a check against a dead or
 /// frozen server returns within this, with the default retry policy.
 pub const BOUND: Duration = Duration::from_millis(500);
+
+/// A retry policy other than the default: one attempt of 25 ms, so a whole
+/// check's budget is 25 ms (the default's is 350 ms).
+pub const SHORT: RetryPolicy = RetryPolicy {
+    retries: 0,
+    delay: Duration::from_millis(10),
+    timeout: Duration::from_millis(25),
+};
+
+/// How long a store under [`SHORT`] may keep anything waiting for a check:
+/// its 25 ms and room for a loaded machine, well under the default
+/// policy's 350 ms.
+pub const SHORT_BOUND: Duration = Duration::from_millis(250);
+
+/// Asserts that the client closed at least one connection to `frozen`,
+/// and each within [`SHORT_BOUND`] of opening it.
+pub async fn assert_held_within_the_short_bound(frozen: &frozen::Frozen, what: &str) {
+    let held = frozen.closed(1, Duration::from_secs(2)).await;
+    println!("{what}: connections held {held:?}");
+    assert!(!held.is_empty(), "{what}: a connection was never given up");
+    for took in held {
+        assert!(
+            took < SHORT_BOUND,
+            "{what}: a connection was held {took:?}, past the policy's budget"
+        );
+    }
+}
 
 /// `n` limits of one check, on keys no other test uses.
 pub fn limits(n: usize) -> Vec<Limit> {

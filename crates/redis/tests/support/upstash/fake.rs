@@ -1,6 +1,5 @@
 //! [`FakeServer`]: a tiny HTTP/1.1 server answering from a list of canned
-//! responses, recording every request; and [`Frozen`], a listener that
-//! accepts and never answers.
+//! responses, recording every request.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -160,40 +159,5 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
                 return;
             }
         }
-    }
-}
-
-/// A listener that accepts connections and never answers: a frozen server.
-pub struct Frozen {
-    port: u16,
-    accept: JoinHandle<()>,
-}
-
-impl Frozen {
-    /// Listens on `port` (0: a free one).
-    pub async fn start(port: u16) -> Frozen {
-        let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let accept = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                held.push(stream);
-            }
-        });
-        Frozen { port, accept }
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Stops listening and drops every held connection.
-    pub async fn stop(self) {
-        self.accept.abort();
-        let _ = self.accept.await;
     }
 }
