@@ -92,7 +92,7 @@ impl Calls {
         Fut: Future<Output = Result<T, StoreError>>,
     {
         let policy = &self.policy;
-        let (mut started, mut wall) = (Instant::now(), SystemTime::now());
+        let (mut started, mut wall) = now();
         // The check's deadline; the first attempt's (one timeout) is never
         // past it, so it is needed only once an attempt fails.
         let (first, first_wall) = (started, wall);
@@ -132,12 +132,19 @@ impl Calls {
                         "rate limit store call failed; retrying"
                     );
                     tokio::time::sleep(policy.delay).await;
-                    (started, wall) = (Instant::now(), SystemTime::now());
+                    (started, wall) = now();
                 }
                 result => return result,
             }
         }
     }
+}
+
+/// The time now, on the monotonic clock and the wall clock. The monotonic
+/// reading is tokio's: the system's, except in a test that paused tokio's
+/// time, where it is the paused clock that every timer of the check runs on.
+fn now() -> (Instant, SystemTime) {
+    (tokio::time::Instant::now().into_std(), SystemTime::now())
 }
 
 #[cfg(test)]
@@ -203,16 +210,16 @@ mod tests {
     }
 
     /// Records when it was dropped, as a store's connection lease would.
-    struct Lease(Arc<Mutex<Vec<std::time::Instant>>>);
+    struct Lease(Arc<Mutex<Vec<tokio::time::Instant>>>);
 
     impl Drop for Lease {
         fn drop(&mut self) {
             let mut drops = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            drops.push(std::time::Instant::now());
+            drops.push(tokio::time::Instant::now());
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_timed_out_attempt_is_dropped_at_its_timeout_not_after_the_pause() {
         // A store's future holds its connection until it is dropped: an
         // attempt cut off at 20 ms must let go then, not after the 1 s
@@ -223,7 +230,7 @@ mod tests {
             timeout: Duration::from_millis(20),
         };
         let drops = Arc::new(Mutex::new(Vec::new()));
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let result = Calls::new("test", policy)
             .run(Op::Count, true, |_| {
                 let lease = Lease(Arc::clone(&drops));
@@ -236,10 +243,15 @@ mod tests {
         assert_eq!(result.map_err(|e| e.kind()), Err("timeout"));
         let drops = drops.lock().unwrap_or_else(|p| p.into_inner()).clone();
         assert_eq!(drops.len(), 2, "two attempts");
-        let first = drops[0].duration_since(started);
+        // Time is paused: these are the timers' instants, to the millisecond.
+        let [first, second] = [0, 1].map(|i| drops[i].duration_since(started));
         assert!(
-            first < Duration::from_millis(500),
+            first <= Duration::from_millis(21),
             "the attempt cut off at 20 ms was dropped only after {first:?}"
+        );
+        assert!(
+            second >= Duration::from_millis(1_040),
+            "the second attempt ran before the pause ended: {second:?}"
         );
     }
 

@@ -4,10 +4,13 @@ use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// At most one line per key per [`Throttle::EVERY`]; the lines kept say how
-/// many were suppressed since the last one.
+/// many were suppressed since the last one. Time is tokio's (the system's,
+/// or a test's paused clock).
 #[derive(Debug, Default)]
 pub(crate) struct Throttle {
     seen: Mutex<HashMap<Box<str>, Slot>>,

@@ -1,8 +1,11 @@
 //! Failure policies and the retry bound of the limiter, over the memory
-//! store wrapped to fail on demand.
+//! store wrapped to fail on demand. Tests that wait for time (retries,
+//! the once-a-second log) run on tokio's paused clock: no real waiting.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tollgate_core::{Deliveries, Fault, Faulty};
 use tollgate_core::{Error, Limit, Limiter, ManualClock, RetryPolicy, Rule, StoreError, Window};
@@ -25,7 +28,7 @@ fn limit(name: &str, max: u64) -> Limit {
 
 /// Fail-open: a store failure is logged as a warning naming the limits and
 /// the error kind, and the call is allowed with a degraded verdict.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn fail_open_allows_and_logs() {
     let store = Arc::new(Faulty::new(MemoryStore::new()));
     let limiter = Limiter::builder(store.clone()).clock(clock()).build();
@@ -71,7 +74,7 @@ async fn fail_open_allows_and_logs() {
 
 /// An outage writes one warning per rule list per second, however many
 /// checks fail, with the cause chain and the count of suppressed lines.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn fail_open_warnings_are_rate_limited_and_carry_the_cause() {
     let store = Arc::new(Faulty::new(MemoryStore::new()));
     let limiter = Limiter::builder(store.clone())
@@ -121,7 +124,7 @@ async fn fail_open_warnings_are_rate_limited_and_carry_the_cause() {
 
 /// Fail-closed: a store failure is the typed `Unavailable` error, whose
 /// message tells nothing about the store.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn fail_closed_returns_unavailable() {
     let store = Arc::new(Faulty::new(MemoryStore::new()));
     let limiter = Limiter::builder(store.clone()).clock(clock()).build();
@@ -155,7 +158,7 @@ async fn fail_closed_returns_unavailable() {
 /// A limiter makes at most 3 attempts (2 retries 100 ms apart) on
 /// transient failures, 1 on permanent ones, and bounds a hanging store by
 /// the per-attempt timeout: 350 ms at worst.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn retry_stops_after_three_attempts() {
     let policy = RetryPolicy::default();
     assert_eq!(
