@@ -8,7 +8,7 @@ use std::time::Duration;
 use tollgate_core::{Claim, Counter, Deadline, Reservation, StoreError};
 
 use crate::call::{Counters, Single};
-use crate::reply;
+use crate::reply::{self, Reply};
 use crate::scripts::{SCRIPTS, Script};
 use crate::transport::{Transport, eval, mget};
 
@@ -27,19 +27,6 @@ fn counter_args<'a, T: Transport>(
 ) -> T::Args {
     let mut args = transport.args(script, layout.size(counters.clone()));
     layout.write(&mut args, counters, deadline.cutoff_unix_millis());
-    args
-}
-
-/// A call of the one-key script `script`, laid out as `layout`, on `key`.
-fn single_args<T: Transport>(
-    transport: &T,
-    script: &Script,
-    layout: Single<'_>,
-    key: &str,
-    deadline: Deadline,
-) -> T::Args {
-    let mut args = transport.args(script, layout.size(key));
-    layout.write(&mut args, key, deadline.cutoff_unix_millis());
     args
 }
 
@@ -97,6 +84,20 @@ pub(crate) async fn get<T: Transport>(
     reply::stored_counts(answer, keys.len())
 }
 
+/// A call of the one-key script `script`, laid out as `layout`, on `key`,
+/// its reply read by `read`.
+async fn on_key<T: Transport, R>(
+    transport: &T,
+    (script, layout, key): (&Script, Single<'_>, &str),
+    read: fn(&Reply) -> Result<R, StoreError>,
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<R, StoreError> {
+    let mut args = transport.args(script, layout.size(key));
+    layout.write(&mut args, key, deadline.cutoff_unix_millis());
+    read(&eval(transport, script, args, route, deadline).await?)
+}
+
 /// [`DELETE`](crate::scripts::DELETE): whether the key existed.
 pub(crate) async fn delete<T: Transport>(
     transport: &T,
@@ -104,9 +105,8 @@ pub(crate) async fn delete<T: Transport>(
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<bool, StoreError> {
-    let script = &SCRIPTS.delete;
-    let args = single_args(transport, script, Single::Delete, key, deadline);
-    reply::deleted(&eval(transport, script, args, route, deadline).await?)
+    let call = (&SCRIPTS.delete, Single::Delete, key);
+    on_key(transport, call, reply::deleted, route, deadline).await
 }
 
 /// [`CLAIM`](crate::scripts::CLAIM).
@@ -116,10 +116,8 @@ pub(crate) async fn claim<T: Transport>(
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<Claim, StoreError> {
-    let script = &SCRIPTS.claim;
-    let layout = Single::Claim { token, ttl };
-    let args = single_args(transport, script, layout, key, deadline);
-    reply::claim(&eval(transport, script, args, route, deadline).await?)
+    let call = (&SCRIPTS.claim, Single::Claim { token, ttl }, key);
+    on_key(transport, call, reply::claim, route, deadline).await
 }
 
 /// [`FINISH`](crate::scripts::FINISH): whether the mark is done now.
@@ -129,10 +127,8 @@ pub(crate) async fn finish<T: Transport>(
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<bool, StoreError> {
-    let script = &SCRIPTS.finish;
-    let layout = Single::Finish { token, ttl };
-    let args = single_args(transport, script, layout, key, deadline);
-    reply::flag(&eval(transport, script, args, route, deadline).await?)
+    let call = (&SCRIPTS.finish, Single::Finish { token, ttl }, key);
+    on_key(transport, call, reply::flag, route, deadline).await
 }
 
 /// [`RELEASE`](crate::scripts::RELEASE): whether the mark was removed.
@@ -142,10 +138,8 @@ pub(crate) async fn release<T: Transport>(
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<bool, StoreError> {
-    let script = &SCRIPTS.release;
-    let layout = Single::Release { token };
-    let args = single_args(transport, script, layout, key, deadline);
-    reply::flag(&eval(transport, script, args, route, deadline).await?)
+    let call = (&SCRIPTS.release, Single::Release { token }, key);
+    on_key(transport, call, reply::flag, route, deadline).await
 }
 
 /// Implements `CounterStore` and `MarkStore` for `$store`, a store reaching

@@ -19,7 +19,7 @@ use crate::Error;
 use crate::call::Size;
 use crate::reply::Reply;
 use crate::scripts::Script;
-use crate::tcp::{as_eval, evalsha, failure, value};
+use crate::tcp::{evalsha, failure, mget, script_call, value};
 use crate::transport::Transport;
 use link::ClusterLink;
 
@@ -110,12 +110,8 @@ impl Transport for Cluster {
         target: &mut Target,
         deadline: Deadline,
     ) -> Result<Reply, StoreError> {
-        if code {
-            self.send(&as_eval(args, script.code), target, deadline)
-                .await
-        } else {
-            self.send(args, target, deadline).await
-        }
+        self.send(&script_call(script, args, code), target, deadline)
+            .await
     }
 
     async fn mget(
@@ -124,11 +120,7 @@ impl Transport for Cluster {
         target: &mut Target,
         deadline: Deadline,
     ) -> Result<Reply, StoreError> {
-        let mut cmd = redis::cmd("MGET");
-        for key in keys {
-            cmd.arg(*key);
-        }
-        self.send(&cmd, target, deadline).await
+        self.send(&mget(keys), target, deadline).await
     }
 }
 

@@ -1,6 +1,8 @@
 //! Script calls as the redis crate's commands: one `EVALSHA` (or, after
 //! `NOSCRIPT`, the same call as one `EVAL`), and `MGET`.
 
+use std::borrow::Cow;
+
 use redis::{Arg, Cmd};
 
 use crate::call::{Call, Size};
@@ -36,10 +38,20 @@ pub(crate) fn evalsha(script: &Script, size: Size) -> Cmd {
     cmd
 }
 
+/// The call to send for `args` (an `EVALSHA` of `script` built by
+/// [`evalsha`]): itself, or with `code`, the same call as `EVAL`.
+pub(crate) fn script_call<'a>(script: &Script, args: &'a Cmd, code: bool) -> Cow<'a, Cmd> {
+    if code {
+        Cow::Owned(as_eval(args, script.code))
+    } else {
+        Cow::Borrowed(args)
+    }
+}
+
 /// The same call as `evalsha` (an `EVALSHA` built by [`evalsha`]), sent as
 /// `EVAL` with the script's `code`: the server runs it and caches it, and
 /// the call still names its keys, so a cluster routes it to the same node.
-pub(crate) fn as_eval(evalsha: &Cmd, code: &str) -> Cmd {
+fn as_eval(evalsha: &Cmd, code: &str) -> Cmd {
     let mut cmd = Cmd::with_capacity(evalsha.args_iter().len(), code.len() + 64);
     cmd.arg("EVAL").arg(code);
     for arg in evalsha.args_iter().skip(2) {

@@ -22,7 +22,7 @@ use crate::scripts::Script;
 use crate::transport::Transport;
 use link::Link;
 
-pub(crate) use command::{as_eval, evalsha};
+pub(crate) use command::{evalsha, mget, script_call};
 
 /// Counters and marks on one Redis (or Valkey) server: one round trip per
 /// call, whatever the batch size.
@@ -111,11 +111,7 @@ impl Transport for Tcp {
         _: &mut (),
         deadline: Deadline,
     ) -> Result<Reply, StoreError> {
-        if code {
-            self.send(&as_eval(args, script.code), deadline).await
-        } else {
-            self.send(args, deadline).await
-        }
+        self.send(&script_call(script, args, code), deadline).await
     }
 
     async fn mget(
@@ -124,7 +120,7 @@ impl Transport for Tcp {
         _: &mut (),
         deadline: Deadline,
     ) -> Result<Reply, StoreError> {
-        self.send(&command::mget(keys), deadline).await
+        self.send(&mget(keys), deadline).await
     }
 }
 
