@@ -23,7 +23,9 @@ async fn whoami(ClientVisitor(visitor): ClientVisitor) -> String {
 /// `/whoami` (the extractor) and `/guarded` (the guard), both with `source`.
 fn app(source: VisitorSource) -> Router {
     let clock = ManualClock::new(Duration::from_secs(86_400));
-    let limiter = Limiter::with_parts(MemoryStore::with_clock(clock.clone()), clock);
+    let limiter = Limiter::builder(MemoryStore::with_clock(clock.clone()))
+        .clock(clock)
+        .build();
     let rule = Rule::new("ask", 100, Window::DAY).unwrap();
     let guard = Guard::new(limiter)
         .visitors(source.clone())

@@ -14,9 +14,8 @@ use axum::routing::post;
 use http::{Request, StatusCode};
 use serde_json::Value;
 use tollgate_axum::{Guard, KeyPart, Trust, VisitorSource};
-use tollgate_core::{Limiter, ManualClock, Mode, Policy, Rule, Window};
+use tollgate_core::{Fault, Faulty, Limiter, ManualClock, Mode, Policy, Rule, Window};
 use tollgate_memory::MemoryStore;
-use tollgate_test_support::{Fault, Faulty};
 use tower::ServiceExt;
 
 /// 2025-11-29T23:00:00Z: one hour before the UTC day resets.
@@ -66,7 +65,9 @@ fn ask_guard(limiter: Limiter) -> Guard {
 
 fn memory_limiter() -> Limiter {
     let clock = clock();
-    Limiter::with_parts(MemoryStore::with_clock(clock.clone()), clock)
+    Limiter::builder(MemoryStore::with_clock(clock.clone()))
+        .clock(clock)
+        .build()
 }
 
 /// A POST from Cloudflare's edge for the visitor `ip`.
@@ -220,7 +221,9 @@ async fn longest_wait_names_the_limit_when_several_are_over() {
 async fn store_failure_under_fail_closed_is_503_without_store_details() {
     let clock = clock();
     let store = Arc::new(Faulty::new(MemoryStore::with_clock(clock.clone())));
-    let (router, runs) = app(ask_guard(Limiter::with_parts(store.clone(), clock)));
+    let (router, runs) = app(ask_guard(
+        Limiter::builder(store.clone()).clock(clock).build(),
+    ));
     for fault in [Fault::Permanent, Fault::Transient] {
         store.set(fault);
         let response = post_ask(&router, "docs", "203.0.113.9").await;
@@ -281,7 +284,7 @@ async fn store_failure_under_fail_open_runs_the_handler_without_fields() {
     let clock = clock();
     let store = Arc::new(Faulty::new(MemoryStore::with_clock(clock.clone())));
     store.set(Fault::Permanent);
-    let guard = ask_guard(Limiter::with_parts(store, clock)).policy(Policy::FailOpen);
+    let guard = ask_guard(Limiter::builder(store).clock(clock).build()).policy(Policy::FailOpen);
     let (router, runs) = app(guard);
     let response = post_ask(&router, "docs", "203.0.113.9").await;
     assert_eq!(response.status(), StatusCode::OK);

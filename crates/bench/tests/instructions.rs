@@ -1,7 +1,10 @@
-//! Every scenario runs (without callgrind: CI counts nothing, it only
-//! proves the measured code still works).
+//! Every scenario of `tollgate-instructions` runs (without callgrind: CI
+//! counts nothing, it only proves the measured code still works).
 
-use tollgate_instructions::Scenario;
+#[path = "../src/bin/tollgate-instructions/scenario.rs"]
+mod scenario;
+
+use scenario::Scenario;
 
 #[test]
 fn every_scenario_runs_and_is_named_uniquely() {

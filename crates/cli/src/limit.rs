@@ -1,7 +1,6 @@
 //! The limit that `status` and `reset` act on: a rule of the rules file
 //! (or the defaults) and exactly its number of key parts.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::{CounterStore, Limit, Limiter, RetryPolicy, Rule, RuleSet};
@@ -49,8 +48,8 @@ pub(crate) const RETRY: RetryPolicy = RetryPolicy {
 
 /// A limiter over `store` bounded by [`RETRY`], with no local cache: every
 /// answer comes from the store.
-pub(crate) fn limiter(store: Arc<dyn CounterStore>) -> Limiter {
-    Limiter::new(store).with_retry(RETRY).with_cache_capacity(0)
+pub(crate) fn limiter(store: impl CounterStore) -> Limiter {
+    Limiter::builder(store).retry(RETRY).cache(0).build()
 }
 
 /// The key parts, `docs / 203.0.113.9`, each quoted when it would not read

@@ -101,7 +101,9 @@ fn count(url: &str, rules: &RuleSet, rule: &str, parts: &[&str], calls: usize) {
 /// What the library reads for rule `rule` and `parts`: the remaining budget.
 fn remaining(url: &str, rules: &RuleSet, rule: &str, parts: &[&str]) -> i64 {
     block_on(async {
-        let limiter = Limiter::new(tollgate::open_store(url).unwrap()).with_cache_capacity(0);
+        let limiter = Limiter::builder(tollgate::open_store(url).unwrap())
+            .cache(0)
+            .build();
         let limit = rules.get(rule).unwrap().limit(parts).unwrap();
         limiter.remaining(&[limit]).await.unwrap()[0].remaining()
     })

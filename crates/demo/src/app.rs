@@ -17,17 +17,22 @@ use serde_json::json;
 use tollgate::axum::{
     ClientVisitor, Guard, KeyPart, Problem, Rejection, VisitorSource, check, fields, problem,
 };
-use tollgate::{Limit, Limiter, Mode, Policy, Rule, RuleSet};
+use tollgate::{Deliveries, Limit, Limiter, MarkStore, Mode, Policy, Rule, RuleSet};
 
 use crate::Work;
 
 /// The header GitHub names each webhook delivery with.
 pub const DELIVERY_HEADER: &str = "x-github-delivery";
 
+/// The prefix of a webhook delivery's de-duplication mark in the store:
+/// `github-delivery:<id>`.
+pub const DELIVERY_PREFIX: &str = "github-delivery:";
+
 #[derive(Clone, Debug)]
 struct Demo {
     work: Arc<Work>,
     limiter: Limiter,
+    deliveries: Deliveries,
     ask: Arc<AskRules>,
     visitors: VisitorSource,
 }
@@ -105,13 +110,17 @@ impl AskRules {
 ///   `GET /healthz`. The metrics are on their own router,
 ///   [`metrics_router`](crate::metrics_router), for an operator's address.
 ///
-/// Every request is logged at info.
+/// The limits are counted by `limiter`; webhook deliveries are marked in
+/// `marks` (usually the store the limiter counts in: a store
+/// [`tollgate::open_store`] opens is both) as
+/// [`DELIVERY_PREFIX`]`<id>`. Every request is logged at info.
 ///
 /// # Errors
 ///
 /// [`tollgate::Error::UnknownRule`] when `rules` lacks one of the rules above.
 pub fn app(
     limiter: Limiter,
+    marks: impl MarkStore,
     rules: &RuleSet,
     visitors: VisitorSource,
 ) -> Result<Router, tollgate::Error> {
@@ -125,6 +134,7 @@ pub fn app(
         work: Arc::default(),
         ask: Arc::new(AskRules::new(rules)?),
         limiter,
+        deliveries: Deliveries::new(marks, DELIVERY_PREFIX)?,
         visitors,
     };
     Ok(Router::new()
@@ -261,7 +271,7 @@ async fn github_webhook(
             ));
         }
     };
-    let begun = demo.limiter.deliveries().begin(id).await.map_err(|err| {
+    let begun = demo.deliveries.begin(id).await.map_err(|err| {
         if err.is_unavailable() {
             tracing::warn!("webhook delivery could not be de-duplicated; refusing it (503)");
         }

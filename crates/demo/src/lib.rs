@@ -7,7 +7,7 @@ mod run;
 mod server;
 mod work;
 
-pub use app::{DELIVERY_HEADER, app, estimate_tokens};
+pub use app::{DELIVERY_HEADER, DELIVERY_PREFIX, app, estimate_tokens};
 pub use metrics::{metrics_router, prometheus};
 pub use options::Options;
 pub use run::{StartError, run};

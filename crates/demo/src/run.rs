@@ -82,11 +82,12 @@ pub async fn run(
             "--trust x-forwarded-for without --trusted-proxy: the peer address is the visitor"
         );
     }
-    let router =
-        app(Limiter::new(store), &rules, visitors).map_err(|source| StartError::Rules {
+    let router = app(Limiter::new(store.clone()), store, &rules, visitors).map_err(|source| {
+        StartError::Rules {
             path: options.rules.clone(),
             source,
-        })?;
+        }
+    })?;
     let listener =
         TcpListener::bind(options.listen)
             .await

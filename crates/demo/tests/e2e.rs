@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tollgate::{Clock, CounterStore, Limiter, ManualClock, RuleSet, SystemClock};
+use tollgate::{Clock, Limiter, ManualClock, RuleSet, Store, SystemClock};
 use tollgate_demo::{Options, app, serve};
 use tollgate_test_support::redis_server::RedisServer;
 
@@ -38,7 +38,7 @@ const LOOPBACK_EDGE: &[&str] = &[
 /// from loopback.
 struct Demo {
     base: String,
-    store: Weak<dyn CounterStore>,
+    store: Weak<dyn Store>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -52,10 +52,10 @@ impl Demo {
     async fn start_with(url: &str, clock: &ManualClock, args: &[&str]) -> Demo {
         let store = tollgate::open_store(url).unwrap();
         let weak = Arc::downgrade(&store);
-        let limiter = Limiter::with_parts(store, clock.clone());
+        let limiter = Limiter::builder(store.clone()).clock(clock.clone()).build();
         let options = Options::try_parse_from(["tollgate-demo"].iter().chain(args)).unwrap();
         let visitors = options.visitors().unwrap();
-        let router = app(limiter, &RuleSet::defaults(), visitors).unwrap();
+        let router = app(limiter, store, &RuleSet::defaults(), visitors).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

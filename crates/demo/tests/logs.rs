@@ -8,16 +8,18 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use tollgate::axum::{Trust, VisitorSource};
 use tollgate::memory::MemoryStore;
-use tollgate::{Limiter, ManualClock, RuleSet};
-use tollgate_test_support::{Fault, Faulty, Logs};
+use tollgate::{Fault, Faulty, Limiter, ManualClock, RuleSet};
+use tollgate_test_support::Logs;
 use tower::ServiceExt;
 
 #[tokio::test]
 async fn each_request_is_one_info_line_and_a_fail_open_failure_a_warning() {
     let store = Arc::new(Faulty::new(MemoryStore::new()));
-    let limiter = Limiter::with_parts(store.clone(), ManualClock::starting_now());
+    let limiter = Limiter::builder(store.clone())
+        .clock(ManualClock::starting_now())
+        .build();
     let visitors = VisitorSource::new(Trust::Peer).development(true);
-    let app = tollgate_demo::app(limiter, &RuleSet::defaults(), visitors).unwrap();
+    let app = tollgate_demo::app(limiter, store.clone(), &RuleSet::defaults(), visitors).unwrap();
     store.set(Fault::Transient);
 
     let logs = Logs::default();

@@ -31,7 +31,8 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
     let clock = ManualClock::new(Duration::from_secs(20_619 * 86_400 + 43_200));
     let loopback = vec!["127.0.0.0/8".parse().unwrap()];
     let router = app(
-        Limiter::with_parts(store, clock),
+        Limiter::builder(store.clone()).clock(clock).build(),
+        store,
         &RuleSet::defaults(),
         VisitorSource::new(Trust::CfConnectingIp(loopback)),
     )

@@ -38,8 +38,10 @@ struct Server {
 
 impl Server {
     async fn start(limits: Limits) -> Server {
+        let store = MemoryStore::new();
         let router = app(
-            Limiter::new(MemoryStore::new()),
+            Limiter::new(store.clone()),
+            store,
             &RuleSet::defaults(),
             VisitorSource::new(Trust::Peer),
         )
@@ -158,7 +160,8 @@ async fn a_withheld_ask_body_is_answered_408_within_the_body_timeout() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let store = tollgate::open_store("memory").unwrap();
     let router = tollgate_demo::app(
-        tollgate::Limiter::new(store),
+        tollgate::Limiter::new(store.clone()),
+        store,
         &tollgate::RuleSet::defaults(),
         tollgate::axum::VisitorSource::new(tollgate::axum::Trust::Peer),
     )

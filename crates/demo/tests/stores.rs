@@ -43,11 +43,12 @@ async fn every_route_serves_on_redis_cluster() {
     every_route_serves(tollgate::open_store(&url).unwrap()).await;
 }
 
-async fn every_route_serves(store: std::sync::Arc<dyn tollgate::CounterStore>) {
+async fn every_route_serves(store: std::sync::Arc<dyn tollgate::Store>) {
     let clock = ManualClock::new(Duration::from_secs(20_619 * 86_400 + 43_200));
     let loopback = vec!["127.0.0.0/8".parse().unwrap()];
     let router = app(
-        Limiter::with_parts(store, clock),
+        Limiter::builder(store.clone()).clock(clock).build(),
+        store,
         &RuleSet::defaults(),
         VisitorSource::new(Trust::CfConnectingIp(loopback)),
     )

@@ -19,10 +19,12 @@ const NOON: u64 = 20_619 * 86_400 + 43_200;
 /// day per site), trusting loopback as the edge; its base URL.
 async fn start(store: &str) -> String {
     let store = tollgate::open_store(store).unwrap();
-    let limiter = Limiter::with_parts(store, ManualClock::new(Duration::from_secs(NOON)));
+    let limiter = Limiter::builder(store.clone())
+        .clock(ManualClock::new(Duration::from_secs(NOON)))
+        .build();
     let loopback = vec!["127.0.0.0/8".parse().unwrap()];
     let visitors = VisitorSource::new(Trust::CfConnectingIp(loopback));
-    let router = app(limiter, &RuleSet::defaults(), visitors).unwrap();
+    let router = app(limiter, store, &RuleSet::defaults(), visitors).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(serve(listener, router, std::future::pending()));

@@ -26,10 +26,10 @@ pub use tollgate_redis as redis;
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use tollgate_postgres as postgres;
 
-/// The store over Upstash's REST API, for serverless code (`tollgate-upstash`).
+/// The store over Upstash's REST API, for serverless code (`tollgate-redis`).
 #[cfg(feature = "upstash")]
 #[cfg_attr(docsrs, doc(cfg(feature = "upstash")))]
-pub use tollgate_upstash as upstash;
+pub use tollgate_redis::upstash;
 
 /// A durable store in one SQLite file, for one machine (`tollgate-sqlite`).
 #[cfg(feature = "sqlite")]

@@ -6,10 +6,15 @@
 //! - `tollgate-instructions measure [N]` runs every scenario under
 //!   `valgrind --tool=callgrind` at 0 and N iterations (default 2,000) and
 //!   prints the instructions per iteration: `(Ir(N) - Ir(0)) / N`.
+//!
+//! `cargo run --release -p tollgate-bench --bin tollgate-instructions --
+//! measure` (needs valgrind).
+
+mod scenario;
 
 use std::process::{Command, ExitCode};
 
-use tollgate_instructions::Scenario;
+use scenario::Scenario;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

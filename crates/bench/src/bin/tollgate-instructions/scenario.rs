@@ -3,12 +3,12 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use tollgate_core::{Clock, Limit, Limiter, Rule, Window};
-use tollgate_memory::MemoryStore;
+use tollgate::memory::MemoryStore;
+use tollgate::{Clock, Limit, Limiter, Rule, Window};
 
 /// What one iteration does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Work {
+pub(crate) enum Work {
     /// Rules → limits → counter keys, as a check sets up (no store).
     Setup,
     /// A whole `Limiter::count` against the memory store.
@@ -22,16 +22,16 @@ pub enum Work {
 
 /// A scenario: the work and the number of limits per check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Scenario {
+pub(crate) struct Scenario {
     /// The work of one iteration.
-    pub work: Work,
+    pub(crate) work: Work,
     /// Limits per check.
-    pub limits: usize,
+    pub(crate) limits: usize,
 }
 
 impl Scenario {
     /// Every scenario measured: setup, count and reserve at 1, 4 and 16 limits.
-    pub fn all() -> Vec<Scenario> {
+    pub(crate) fn all() -> Vec<Scenario> {
         let mut all = Vec::new();
         for work in [Work::Setup, Work::Count, Work::Reserve, Work::Refused] {
             for limits in [1, 4, 16] {
@@ -42,7 +42,7 @@ impl Scenario {
     }
 
     /// The scenario's name, e.g. `count-4`.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         let work = match self.work {
             Work::Setup => "setup",
             Work::Count => "count",
@@ -53,13 +53,13 @@ impl Scenario {
     }
 
     /// The scenario named `name`.
-    pub fn parse(name: &str) -> Option<Scenario> {
+    pub(crate) fn parse(name: &str) -> Option<Scenario> {
         Scenario::all().into_iter().find(|s| s.name() == name)
     }
 
     /// Runs `n` iterations over principals `0..n`, after one warm-up
     /// iteration (so one-time setup is counted in every run alike).
-    pub fn run(&self, n: u64) {
+    pub(crate) fn run(&self, n: u64) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build();
