@@ -108,7 +108,9 @@ impl Calls {
             // The attempt is dropped (cancelled) as soon as it has its result.
             let result = {
                 let mut attempt = pin!(call(deadline));
-                // A store that answers at once (from memory) needs no timer.
+                // A store that answers at once (from memory) needs no timer:
+                // 132 instructions of a 4-limit check against the memory
+                // store, 1.6 % (3.4 % at one limit), by tollgate-instructions.
                 let first = poll_fn(|cx| Poll::Ready(attempt.as_mut().poll(cx))).await;
                 match first {
                     Poll::Ready(result) => result,

