@@ -10,7 +10,7 @@
 //! `redis-server`.
 //!
 //! ```sh
-//! cargo run --release -p tollgate-upstash --example throughput
+//! cargo run --release -p tollgate-redis --example upstash_throughput
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -23,7 +23,7 @@ pub enum Error {
     #[error("unsupported Upstash REST URL scheme `{0}`: expected https:// or http://")]
     UnsupportedScheme(String),
     /// An `https://` URL was given to a build without the `tls` feature.
-    #[error("https:// needs the `tls` feature of tollgate-upstash")]
+    #[error("https:// needs the `tls` feature of tollgate-redis")]
     TlsNotEnabled,
     /// The token is empty or holds characters an HTTP header cannot carry.
     #[error("invalid Upstash REST token: {0}")]
