@@ -20,7 +20,7 @@ use crate::{Claim, Error, MAX_PART_LEN, MarkStore, RetryPolicy, StoreError};
 /// ```
 /// # async fn demo(store: impl tollgate_core::MarkStore, id: &str) -> Result<(), tollgate_core::Error> {
 /// use tollgate_core::Deliveries;
-/// let deliveries = Deliveries::new(store, "github-delivery:")?;
+/// let deliveries = Deliveries::new(store, "webhook:")?;
 /// if let Some(delivery) = deliveries.begin(id).await? {
 ///     match process(id).await {
 ///         Ok(()) => delivery.complete().await?, // done: redeliveries are duplicates
