@@ -62,12 +62,15 @@ impl Deliveries {
     /// # Errors
     ///
     /// [`Error::InvalidPrefix`] for a prefix that is empty, longer than
-    /// [`MAX_PREFIX_LEN`](Deliveries::MAX_PREFIX_LEN) bytes, or starts as
-    /// counter keys do (`limit:`): marks never share a key with counters.
+    /// [`MAX_PREFIX_LEN`](Deliveries::MAX_PREFIX_LEN) bytes, or could make
+    /// a key that starts as counter keys do (`limit:`): one that starts
+    /// with it, or is the start of it (`limit`, `l`), which an id could
+    /// complete. Marks never share a key with counters.
     pub fn new(store: impl MarkStore, prefix: &str) -> Result<Deliveries, Error> {
         if prefix.is_empty()
             || prefix.len() > Deliveries::MAX_PREFIX_LEN
             || prefix.starts_with(KEY_PREFIX)
+            || KEY_PREFIX.starts_with(prefix)
         {
             return Err(Error::InvalidPrefix(prefix.to_owned()));
         }
@@ -251,6 +254,8 @@ mod tests {
     #[derive(Debug)]
     struct Nothing;
 
+    impl crate::Named for Nothing {}
+
     #[async_trait::async_trait]
     impl MarkStore for Nothing {
         async fn claim(
@@ -295,7 +300,15 @@ mod tests {
 
     #[test]
     fn a_prefix_is_never_empty_long_or_a_counters() {
-        for prefix in ["", "limit:", "limit:x", &"p".repeat(65)] {
+        for prefix in [
+            "",
+            "limit:",
+            "limit:x",
+            "limit",
+            "lim",
+            "l",
+            &"p".repeat(65),
+        ] {
             let made = Deliveries::new(Nothing, prefix);
             assert!(
                 matches!(made, Err(Error::InvalidPrefix(_))),
@@ -304,6 +317,8 @@ mod tests {
         }
         assert!(Deliveries::new(Nothing, &"p".repeat(64)).is_ok());
         assert!(Deliveries::new(Nothing, "limits:").is_ok());
+        assert!(Deliveries::new(Nothing, "limitless:").is_ok());
+        assert!(Deliveries::new(Nothing, "hook:").is_ok());
     }
 
     #[test]

@@ -64,8 +64,11 @@ pub enum Error {
     InvalidDeliveryId,
     /// A de-duplication prefix is empty, longer than
     /// [`Deliveries::MAX_PREFIX_LEN`](crate::Deliveries::MAX_PREFIX_LEN)
-    /// bytes, or starts as counter keys do (`limit:`).
-    #[error("invalid delivery prefix `{0}`: 1 to 64 bytes, not starting with `limit:`")]
+    /// bytes, or could make a key that starts as counter keys do (`limit:`).
+    #[error(
+        "invalid delivery prefix `{0}`: 1 to {max} bytes that cannot make a key starting with `limit:`",
+        max = crate::Deliveries::MAX_PREFIX_LEN
+    )]
     InvalidPrefix(String),
     /// No client address was given, and development mode was not asked for.
     #[error("missing client address")]

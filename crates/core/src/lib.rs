@@ -33,7 +33,8 @@ pub use limiter::{Limiter, LimiterBuilder, Mode, Policy};
 pub use retry::RetryPolicy;
 pub use rule::{DEFAULT_RULES_TOML, MAX_MAX, MAX_NAME_LEN, Rule, RuleSet};
 pub use store::{
-    Claim, Counter, CounterStore, MARK_DONE, MAX_COUNT, MarkStore, Prefixed, Reservation, Store,
+    Claim, Counter, CounterStore, MARK_DONE, MAX_COUNT, MarkStore, Named, Prefixed, Reservation,
+    Store,
 };
 #[cfg(feature = "test-util")]
 pub use test_util::{Fault, Faults, Faulty, Hook, Hooked};

@@ -237,6 +237,8 @@ fn metrics_count_checks_by_rule_and_outcome() {
 #[derive(Debug)]
 struct Busy;
 
+impl tollgate_core::Named for Busy {}
+
 #[async_trait]
 impl CounterStore for Busy {
     async fn count(&self, _: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {

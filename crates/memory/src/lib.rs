@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use map::Map;
 use tollgate_core::{
-    Claim, Clock, Counter, CounterStore, Deadline, MARK_DONE, MarkStore, Reservation, StoreError,
-    SystemClock, async_trait,
+    Claim, Clock, Counter, CounterStore, Deadline, MARK_DONE, MarkStore, Named, Reservation,
+    StoreError, SystemClock, async_trait,
 };
 
 /// An in-memory [`CounterStore`] and [`MarkStore`] for tests. Clones share
@@ -140,12 +140,14 @@ fn add(map: &mut Map<Entry>, counter: &Counter, now: Duration) -> u64 {
     counter.added_to(0)
 }
 
-#[async_trait]
-impl CounterStore for MemoryStore {
+impl Named for MemoryStore {
     fn name(&self) -> &'static str {
         "memory"
     }
+}
 
+#[async_trait]
+impl CounterStore for MemoryStore {
     async fn count(&self, counters: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
         let now = self.clock.now();
         let mut map = self.lock();
@@ -204,10 +206,6 @@ impl CounterStore for MemoryStore {
 
 #[async_trait]
 impl MarkStore for MemoryStore {
-    fn name(&self) -> &'static str {
-        "memory"
-    }
-
     async fn claim(
         &self,
         key: &str,

@@ -77,6 +77,5 @@ fn a_manual_clock_starting_now_reads_the_system_time() {
 #[test]
 fn its_metrics_and_logs_name_it_memory() {
     let store = MemoryStore::new();
-    assert_eq!(tollgate_core::CounterStore::name(&store), "memory");
-    assert_eq!(tollgate_core::MarkStore::name(&store), "memory");
+    assert_eq!(tollgate_core::Named::name(&store), "memory");
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MARK_DONE, MAX_COUNT, MarkStore, Reservation,
+    Claim, Counter, CounterStore, Deadline, MARK_DONE, MAX_COUNT, MarkStore, Named, Reservation,
     StoreError, async_trait,
 };
 
@@ -100,7 +100,13 @@ impl PostgresStore {
     pub async fn sweep(&self) -> Result<u64, StoreError> {
         self.shared.ensure_ready().await?;
         let shared = &self.shared;
-        sweep::sweep(&shared.pool, &shared.sql.sweep, shared.options.sweep_batch).await
+        sweep::sweep(
+            &shared.pool,
+            &shared.sql.sweep,
+            shared.options.sweep_batch,
+            None,
+        )
+        .await
     }
 
     /// Runs a statement returning rows; its own failure mapped as the others.
@@ -128,12 +134,14 @@ impl fmt::Debug for PostgresStore {
     }
 }
 
-#[async_trait]
-impl CounterStore for PostgresStore {
+impl Named for PostgresStore {
     fn name(&self) -> &'static str {
         "postgres"
     }
+}
 
+#[async_trait]
+impl CounterStore for PostgresStore {
     async fn count(
         &self,
         counters: &[Counter],
@@ -240,10 +248,6 @@ impl CounterStore for PostgresStore {
 
 #[async_trait]
 impl MarkStore for PostgresStore {
-    fn name(&self) -> &'static str {
-        "postgres"
-    }
-
     async fn claim(
         &self,
         key: &str,

@@ -12,9 +12,10 @@ use crate::lease::Lease;
 
 /// Sweeps every `interval` until `stop` resolves (its sender, held by the
 /// store, is dropped with the store's last clone). A sweep is over before
-/// the next is due: one still running (or still waiting for a connection)
-/// after `interval` is cut off, its connection closed, and the next one
-/// starts on time.
+/// the next is due: the server gives up a sweep waiting for a lock after
+/// `interval` (`lock_timeout`), and one still running (or still waiting for
+/// a connection) after `interval` is cut off, its connection closed; the
+/// next one starts on time, and blocked sweeps never pile up on the server.
 pub(crate) fn spawn(
     pool: Pool,
     sql: String,
@@ -27,7 +28,7 @@ pub(crate) fn spawn(
             if tokio::time::timeout(interval, &mut stop).await.is_ok() {
                 return;
             }
-            match tokio::time::timeout(interval, sweep(&pool, &sql, batch)).await {
+            match tokio::time::timeout(interval, sweep(&pool, &sql, batch, Some(interval))).await {
                 Ok(Ok(removed)) => {
                     tracing::debug!(removed, "tollgate-postgres: swept expired entries");
                 }
@@ -43,14 +44,28 @@ pub(crate) fn spawn(
 }
 
 /// Removes at most `batch` expired counters and `batch` expired marks;
-/// how many it removed. Bounded by its caller: a sweep dropped before its
-/// reply closes its connection.
-pub(crate) async fn sweep(pool: &Pool, sql: &str, batch: u32) -> Result<u64, StoreError> {
+/// how many it removed. With `lock_wait`, the server gives the sweep up
+/// when it waits longer than that for a lock. Otherwise bounded by its
+/// caller: a sweep dropped before its reply closes its connection.
+pub(crate) async fn sweep(
+    pool: &Pool,
+    sql: &str,
+    batch: u32,
+    lock_wait: Option<Duration>,
+) -> Result<u64, StoreError> {
     let started = Instant::now();
-    let lease = Lease::take_unbounded(pool, started).await?;
+    let mut lease = Lease::take_unbounded(pool, started).await?;
     let result = async {
-        let statement = lease.prepare_cached(sql).await?;
-        lease.query_one(&statement, &[&i64::from(batch)]).await
+        let tx = lease.transaction().await?;
+        if let Some(wait) = lock_wait {
+            let millis = wait.as_millis().clamp(1, i32::MAX as u128);
+            tx.batch_execute(&format!("SET LOCAL lock_timeout = {millis}"))
+                .await?;
+        }
+        let statement = tx.prepare_cached(sql).await?;
+        let row = tx.query_one(&statement, &[&i64::from(batch)]).await?;
+        tx.commit().await?;
+        Ok(row)
     }
     .await;
     lease.give_back();

@@ -373,6 +373,5 @@ async fn its_metrics_and_logs_name_it_postgres() {
     // Lazy: no server needed to be named.
     let store =
         PostgresStore::connect_lazy("postgres://u@127.0.0.1:1/db", options("named")).unwrap();
-    assert_eq!(CounterStore::name(&store), "postgres");
-    assert_eq!(tollgate_core::MarkStore::name(&store), "postgres");
+    assert_eq!(tollgate_core::Named::name(&store), "postgres");
 }

@@ -142,18 +142,20 @@ pub(crate) async fn release<T: Transport>(
     on_key(transport, call, reply::flag, route, deadline).await
 }
 
-/// Implements `CounterStore` and `MarkStore` for `$store`, a store reaching
+/// Implements `Named`, `CounterStore` and `MarkStore` for `$store`, a store reaching
 /// one endpoint through the transport `self.$transport` (whose route is
 /// `()`), named `$name` in logs and metrics: every operation is one call of
 /// the script path on the whole batch. An empty batch sends nothing.
 macro_rules! endpoint_store {
     ($store:ty, $name:literal, $transport:ident) => {
-        #[tollgate_core::async_trait]
-        impl tollgate_core::CounterStore for $store {
+        impl tollgate_core::Named for $store {
             fn name(&self) -> &'static str {
                 $name
             }
+        }
 
+        #[tollgate_core::async_trait]
+        impl tollgate_core::CounterStore for $store {
             async fn count(
                 &self,
                 counters: &[tollgate_core::Counter],
@@ -214,10 +216,6 @@ macro_rules! endpoint_store {
 
         #[tollgate_core::async_trait]
         impl tollgate_core::MarkStore for $store {
-            fn name(&self) -> &'static str {
-                $name
-            }
-
             async fn claim(
                 &self,
                 key: &str,

@@ -528,7 +528,8 @@ async fn a_call_its_primary_runs_past_the_deadline_is_a_timeout_and_applies_noth
     // 100 ms into it with a deadline of 50 ms, queues behind it and is run
     // about 200 ms after it was sent: the store's script finds the deadline
     // passed and answers DEADLINE, well before the client's own response
-    // timeout (350 ms) would answer.
+    // timeout (the longest check budget among the store's calls: the
+    // first call's second here) would answer.
     let mut raw = raw(&cluster).await;
     let hold = tokio::spawn(async move {
         let _: () = redis::cmd("EVAL")

@@ -9,7 +9,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MarkStore, Reservation, StoreError, async_trait,
+    Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError, async_trait,
 };
 
 use crate::error::{queue_full, worker_gone};
@@ -114,12 +114,14 @@ impl SqliteStore {
     }
 }
 
-#[async_trait]
-impl CounterStore for SqliteStore {
+impl Named for SqliteStore {
     fn name(&self) -> &'static str {
         "sqlite"
     }
+}
 
+#[async_trait]
+impl CounterStore for SqliteStore {
     async fn count(
         &self,
         counters: &[Counter],
@@ -167,10 +169,6 @@ impl CounterStore for SqliteStore {
 
 #[async_trait]
 impl MarkStore for SqliteStore {
-    fn name(&self) -> &'static str {
-        "sqlite"
-    }
-
     async fn claim(
         &self,
         key: &str,

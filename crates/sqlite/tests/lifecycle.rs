@@ -172,6 +172,5 @@ fn racing_opens_of_a_new_file_wait_out_each_other() {
 async fn its_metrics_and_logs_name_it_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("limits.sqlite")).unwrap();
-    assert_eq!(CounterStore::name(&store), "sqlite");
-    assert_eq!(tollgate_core::MarkStore::name(&store), "sqlite");
+    assert_eq!(tollgate_core::Named::name(&store), "sqlite");
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MAX_COUNT, MarkStore, Reservation, StoreError,
+    Claim, Counter, CounterStore, Deadline, MAX_COUNT, MarkStore, Named, Reservation, StoreError,
     async_trait,
 };
 use tollgate_memory::MemoryStore;
@@ -118,6 +118,8 @@ fn merged(key: &str) -> String {
         .map_or(key, |(head, _)| head)
         .to_owned()
 }
+
+impl Named for Flawed {}
 
 #[async_trait]
 impl CounterStore for Flawed {

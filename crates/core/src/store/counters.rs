@@ -1,13 +1,12 @@
 //! [`CounterStore`]: counters, added to, reserved, refunded and read in
 //! one round trip per batch.
 
-use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Deadline, Store, StoreError};
+use crate::{Deadline, Named, Store, StoreError};
 
 /// The largest count a store keeps: 2^53. Counts saturate here instead of
 /// wrapping, and every count up to it is exact in a Lua number (a double).
@@ -105,12 +104,7 @@ pub struct Reservation {
 /// succeed. A reply that cannot be read (wrong type, wrong length) is
 /// [`StoreError::InvalidReply`], never a panic and never a count taken as 0.
 #[async_trait]
-pub trait CounterStore: Debug + Send + Sync + 'static {
-    /// A short name for logs and metrics, e.g. `redis` (`store` by default).
-    fn name(&self) -> &'static str {
-        "store"
-    }
-
+pub trait CounterStore: Named {
     /// This store behind one shared pointer, as a [`Limiter`](crate::Limiter)
     /// holds it: a store that already is an `Arc<dyn CounterStore>` or an
     /// `Arc<dyn Store>` (as `tollgate::open_store` gives) is kept as it is,
@@ -158,9 +152,6 @@ macro_rules! forward {
     ($(impl [$($generics:tt)*] for $ty:ty { $shared:expr })*) => {$(
         #[async_trait]
         impl<$($generics)*> CounterStore for $ty {
-            fn name(&self) -> &'static str {
-                CounterStore::name(&**self)
-            }
             fn into_shared(self) -> Arc<dyn CounterStore> {
                 ($shared)(self)
             }
@@ -207,6 +198,8 @@ mod tests {
     /// A store that fails every call.
     #[derive(Debug)]
     struct Down;
+
+    impl Named for Down {}
 
     #[async_trait]
     impl CounterStore for Down {

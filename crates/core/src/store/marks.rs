@@ -1,13 +1,12 @@
 //! [`MarkStore`]: de-duplication marks, owned by a token while work runs,
 //! then done.
 
-use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Deadline, Store, StoreError};
+use crate::{Deadline, Named, Store, StoreError};
 
 /// The value of a mark once its work is done.
 pub const MARK_DONE: &str = "done";
@@ -45,12 +44,7 @@ pub enum Claim {
 ///
 /// Every failure is a [`StoreError`], as for counters.
 #[async_trait]
-pub trait MarkStore: Debug + Send + Sync + 'static {
-    /// A short name for logs and metrics, e.g. `redis` (`store` by default).
-    fn name(&self) -> &'static str {
-        "store"
-    }
-
+pub trait MarkStore: Named {
     /// Stores the mark `key` = `token` for `ttl` unless the key holds a
     /// value; [`Claim::Acquired`] when it now holds `token` (this call or an
     /// earlier attempt of it stored it), [`Claim::Held`] otherwise.
@@ -83,9 +77,6 @@ macro_rules! forward {
     ($(impl [$($generics:tt)*] for $ty:ty;)*) => {$(
         #[async_trait]
         impl<$($generics)*> MarkStore for $ty {
-            fn name(&self) -> &'static str {
-                MarkStore::name(&**self)
-            }
             async fn claim(&self, key: &str, token: &str, ttl: Duration, deadline: Deadline) -> Result<Claim, StoreError> {
                 (**self).claim(key, token, ttl, deadline).await
             }

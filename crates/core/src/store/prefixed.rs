@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Claim, Counter, CounterStore, Deadline, MarkStore, Reservation, StoreError};
+use crate::{Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError};
 
 /// A store that writes `prefix` before every key, counters and marks alike,
 /// of the store it wraps: several applications or environments share one
@@ -66,12 +66,14 @@ impl<S> Prefixed<S> {
     }
 }
 
+impl<S: Named> Named for Prefixed<S> {
+    fn name(&self) -> &'static str {
+        self.store.name()
+    }
+}
+
 #[async_trait]
 impl<S: CounterStore> CounterStore for Prefixed<S> {
-    fn name(&self) -> &'static str {
-        CounterStore::name(&self.store)
-    }
-
     async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
         self.store.count(&self.counters(c), d).await
     }
@@ -96,10 +98,6 @@ impl<S: CounterStore> CounterStore for Prefixed<S> {
 
 #[async_trait]
 impl<S: MarkStore> MarkStore for Prefixed<S> {
-    fn name(&self) -> &'static str {
-        MarkStore::name(&self.store)
-    }
-
     async fn claim(
         &self,
         k: &str,

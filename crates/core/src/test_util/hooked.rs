@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::observe::Op;
-use crate::{Claim, Counter, CounterStore, Deadline, MarkStore, Reservation, StoreError};
+use crate::{Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError};
 
 /// What a [`Hooked`] store does around each call; both steps do nothing
 /// unless a hook says otherwise.
@@ -67,12 +67,14 @@ impl<S, H> Hooked<S, H> {
     }
 }
 
+impl<S: Named, H: Hook> Named for Hooked<S, H> {
+    fn name(&self) -> &'static str {
+        self.store.name()
+    }
+}
+
 #[async_trait]
 impl<S: CounterStore, H: Hook> CounterStore for Hooked<S, H> {
-    fn name(&self) -> &'static str {
-        CounterStore::name(&self.store)
-    }
-
     async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
         self.run(Op::Count, |s| s.count(c, d)).await
     }
@@ -96,10 +98,6 @@ impl<S: CounterStore, H: Hook> CounterStore for Hooked<S, H> {
 
 #[async_trait]
 impl<S: MarkStore, H: Hook> MarkStore for Hooked<S, H> {
-    fn name(&self) -> &'static str {
-        MarkStore::name(&self.store)
-    }
-
     async fn claim(
         &self,
         k: &str,

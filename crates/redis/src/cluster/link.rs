@@ -11,9 +11,9 @@
 //! `ASKING` flag). Every other wait is the caller's: the limiter's attempt
 //! timer drops a call at its deadline, and the client then drops the
 //! request. What the client waits for on its own (connecting to a node, a
-//! node's reply to a request whose caller is gone) is bounded by the check
-//! budget ([`Deadline::check_budget`]) of the call that made the
-//! connection.
+//! node's reply to a request whose caller is gone) is bounded by the
+//! longest check budget ([`Deadline::check_budget`]) among the store's
+//! calls when the connection is made ([`Longest`]).
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -21,6 +21,8 @@ use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use tokio::sync::watch;
 use tollgate_core::{Deadline, StoreError};
+
+use crate::tcp::Longest;
 
 /// Retries the client makes on its own: none (it would count a redirect
 /// as one). Retries are the limiter's: 2, 100 ms apart, by default.
@@ -31,6 +33,8 @@ const CLIENT_RETRIES: u32 = 0;
 pub(crate) struct ClusterLink {
     client: ClusterClient,
     live: Mutex<Option<Live>>,
+    /// What bounds the client's own waits.
+    budget: Longest,
 }
 
 struct Live {
@@ -49,14 +53,16 @@ impl ClusterLink {
         Ok(ClusterLink {
             client,
             live: Mutex::new(None),
+            budget: Longest::default(),
         })
     }
 
     /// The connection, made now if there is none (or its runtime is gone),
-    /// its own waits bounded by `deadline`'s check budget. Making it sends
+    /// its own waits bounded by the longest check budget so far. Making it sends
     /// nothing: the client connects to the seeds in its own task, and calls
     /// wait for that within their own deadline.
     pub(crate) fn connection(&self, deadline: Deadline) -> Result<ClusterConnection, StoreError> {
+        let budget = self.budget.note(deadline);
         let mut live = lock(&self.live);
         if let Some(live) = live.as_ref()
             && live.runtime.has_changed().is_ok()
@@ -67,7 +73,6 @@ impl ClusterLink {
             .map_err(|_| StoreError::Backend("tollgate-redis needs a tokio runtime".into()))?;
         // A connection attempt to a node (handshake included) and a node's
         // reply may take a whole check, never more.
-        let budget = deadline.check_budget();
         let config = ClusterConfig::new()
             .set_connection_timeout(budget)
             .set_response_timeout(budget);

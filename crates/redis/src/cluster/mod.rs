@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn its_metrics_and_logs_name_it_redis_cluster() {
-        use tollgate_core::CounterStore as _;
+        use tollgate_core::Named as _;
         let store = RedisClusterStore::open("redis-cluster://127.0.0.1:1")
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(store.name(), "redis-cluster");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MarkStore, Reservation, StoreError, async_trait,
+    Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError, async_trait,
 };
 
 use super::slots::{self, Group};
@@ -105,12 +105,14 @@ where
     Ok(out)
 }
 
-#[async_trait]
-impl CounterStore for RedisClusterStore {
+impl Named for RedisClusterStore {
     fn name(&self) -> &'static str {
         "redis-cluster"
     }
+}
 
+#[async_trait]
+impl CounterStore for RedisClusterStore {
     /// Per slot, one `EVALSHA` of [`COUNT`](crate::scripts::COUNT); all
     /// slots at once.
     async fn count(
@@ -182,10 +184,6 @@ impl CounterStore for RedisClusterStore {
 
 #[async_trait]
 impl MarkStore for RedisClusterStore {
-    fn name(&self) -> &'static str {
-        "redis-cluster"
-    }
-
     /// One `EVALSHA` of [`CLAIM`](crate::scripts::CLAIM) on the key's slot.
     async fn claim(
         &self,

@@ -2,10 +2,10 @@
 //!
 //! - Nothing connects until the first call, so a store opens while Redis is down.
 //! - One connection attempt runs at a time, in its own task, bounded by the
-//!   check budget ([`Deadline::check_budget`]) of the call that started it:
-//!   a caller that gives up waiting (its attempt's deadline) does not cancel
-//!   it, so a slow handshake still completes for the next caller, but it
-//!   never outlives a whole check. A caller waits for it without a timer of
+//!   longest check budget ([`Deadline::check_budget`]) among the store's
+//!   calls so far ([`Longest`]): a caller that gives up waiting (its
+//!   attempt's deadline) does not cancel it, so a slow handshake still
+//!   completes for the next caller, but it never outlives a whole check. A caller waits for it without a timer of
 //!   its own: the limiter's attempt timer drops the wait.
 //! - After a failed attempt, calls fail at once with that error for
 //!   [`RECONNECT_DELAY`] instead of hammering a dead server; the next call
@@ -16,9 +16,9 @@
 //!   without its reply (the caller's deadline passed) proves nothing by
 //!   itself: it starts one probe, a `PING` on the same connection. Replies
 //!   come in order, so the probe's reply means every earlier request was
-//!   answered too; a connection that answers nothing at all for the check
-//!   budget of the call that started the probe (a frozen server, a dead
-//!   host, a partition) is remade.
+//!   answered too; a connection that answers nothing at all for that
+//!   longest check budget (a frozen server, a dead host, a partition) is
+//!   remade.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,7 +29,7 @@ use redis::{AsyncConnectionConfig, Client, RedisError, Value};
 use tokio::sync::watch;
 use tollgate_core::{Deadline, StoreError};
 
-use super::failure;
+use super::{Longest, failure};
 
 /// Least time between two connection attempts: not a time budget, a pace.
 /// After a failed attempt, calls fail at once with its error until it has
@@ -46,6 +46,8 @@ pub(crate) struct Link {
     client: Client,
     config: AsyncConnectionConfig,
     state: Arc<Mutex<State>>,
+    /// What bounds a connection attempt and a probe.
+    budget: Longest,
 }
 
 #[derive(Default)]
@@ -72,7 +74,7 @@ pub(crate) struct Live {
 pub(crate) struct Pending<'a> {
     link: &'a Link,
     live: &'a Live,
-    /// How long a probe waits for an answer: the caller's check budget.
+    /// How long a probe waits for an answer.
     stale_after: Duration,
     answered: bool,
 }
@@ -100,14 +102,15 @@ impl Link {
             client,
             config,
             state: Arc::default(),
+            budget: Longest::default(),
         }
     }
 
     /// The current connection, connecting first when there is none. Waits
-    /// for the background attempt (at most the check budget of the call
-    /// that started it); the caller's own timer may drop the wait sooner.
+    /// for the background attempt (at most the longest check budget so
+    /// far); the caller's own timer may drop the wait sooner.
     pub(crate) async fn connection(&self, deadline: Deadline) -> Result<Live, StoreError> {
-        let budget = deadline.check_budget();
+        let budget = self.budget.note(deadline);
         let mut attempt = match self.ready_or_attempt(budget)? {
             Ok(live) => return Ok(live),
             Err(attempt) => attempt,
@@ -128,7 +131,7 @@ impl Link {
         Pending {
             link: self,
             live,
-            stale_after: deadline.check_budget(),
+            stale_after: self.budget.note(deadline),
             answered: false,
         }
     }

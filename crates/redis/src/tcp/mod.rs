@@ -1,6 +1,7 @@
 //! [`RedisStore`]: counters and marks on one Redis server, over TCP (or a
 //! unix socket), and the parts the cluster store shares with it.
 
+mod budget;
 mod command;
 pub(crate) mod failure;
 mod link;
@@ -22,6 +23,7 @@ use crate::scripts::Script;
 use crate::transport::Transport;
 use link::Link;
 
+pub(crate) use budget::Longest;
 pub(crate) use command::{evalsha, mget, script_call};
 
 /// Counters and marks on one Redis (or Valkey) server: one round trip per
@@ -185,7 +187,6 @@ fn client(url: &str) -> Result<Client, Error> {
 
 #[cfg(test)]
 mod tests {
-    use tollgate_core::CounterStore as _;
 
     use super::*;
 
@@ -199,8 +200,7 @@ mod tests {
     #[test]
     fn its_metrics_and_logs_name_it_redis() {
         let store = RedisStore::open("redis://127.0.0.1:1").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(store.name(), "redis");
-        assert_eq!(tollgate_core::MarkStore::name(&store), "redis");
+        assert_eq!(tollgate_core::Named::name(&store), "redis");
     }
 
     #[test]

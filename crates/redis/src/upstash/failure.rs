@@ -81,10 +81,14 @@ pub(crate) fn from_send(err: reqwest::Error, address: &str, waited: Duration) ->
     }))
 }
 
-/// A body that could not be read to its end (by the deadline or for another
-/// reason): not transient, since the server had already run the command,
-/// so a retry would spend twice.
-pub(crate) fn from_body(err: reqwest::Error) -> StoreError {
+/// A body that could not be read to its end. By the call's deadline it is
+/// a timeout (`waited`), as when the limiter's own timer ends the attempt
+/// there; for another reason it is not transient, since the server had
+/// already run the command, so a retry would spend twice.
+pub(crate) fn from_body(err: reqwest::Error, waited: Duration) -> StoreError {
+    if err.is_timeout() {
+        return StoreError::Timeout(waited);
+    }
     tracing::debug!(error = %err.without_url(), "an Upstash reply body could not be read");
     StoreError::InvalidReply("the reply body could not be read to its end".into())
 }

@@ -195,8 +195,7 @@ async fn every_operation_reads_its_reply() {
         sent[5].as_array().unwrap()[2..],
         json!(["1", "m", cutoff, "tok"]).as_array().unwrap()[..]
     );
-    assert_eq!(CounterStore::name(&store), "upstash");
-    assert_eq!(MarkStore::name(&store), "upstash");
+    assert_eq!(tollgate_core::Named::name(&store), "upstash");
 }
 
 #[tokio::test]

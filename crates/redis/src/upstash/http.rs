@@ -89,7 +89,10 @@ impl Post for Http {
             .await
             .map_err(|err| failure::from_send(err, &self.address, waited))?;
         let status = response.status().as_u16();
-        let body = response.bytes().await.map_err(failure::from_body)?;
+        let body = response
+            .bytes()
+            .await
+            .map_err(|err| failure::from_body(err, waited))?;
         Ok(Response {
             status,
             body: body.to_vec(),
