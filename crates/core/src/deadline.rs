@@ -29,7 +29,7 @@ impl Deadline {
     /// A deadline `budget` from now, for a call that is a whole check of
     /// its own: its [`check_budget`](Deadline::check_budget) is `budget`.
     pub fn after(budget: Duration) -> Deadline {
-        Deadline::starting(Instant::now(), SystemTime::now(), budget)
+        Deadline::starting(now(), SystemTime::now(), budget)
     }
 
     /// A deadline `budget` after `now`, read as `wall` on the wall clock; its
@@ -91,18 +91,25 @@ impl Deadline {
 
     /// The time left, zero once passed.
     pub fn remaining(&self) -> Duration {
-        self.at.saturating_duration_since(Instant::now())
+        self.at.saturating_duration_since(now())
     }
 
     /// Whether the deadline has passed.
     pub fn has_passed(&self) -> bool {
-        Instant::now() >= self.at
+        now() >= self.at
     }
 
     /// The earlier of two deadlines.
     pub fn min(self, other: Deadline) -> Deadline {
         if other.at < self.at { other } else { self }
     }
+}
+
+/// The monotonic clock's reading now: tokio's, which is the system's except
+/// in a test that paused tokio's time, where it is the paused clock that
+/// the retry loop's timers run on. Every reading of a deadline takes it.
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 /// A budget too large for the monotonic clock is cut to about 30 years.

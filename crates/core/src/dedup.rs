@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::failure::Failures;
 use crate::key::KEY_PREFIX;
 use crate::observe::Op;
-use crate::retry::Calls;
+use crate::retry::Attempts;
 use crate::{Claim, Error, MAX_PART_LEN, MarkStore, RetryPolicy, StoreError};
 
 /// Marks deliveries (webhook deliveries, jobs, messages: anything sent
@@ -40,7 +40,7 @@ pub struct Deliveries {
     prefix: Arc<str>,
     lease: Duration,
     done: Duration,
-    calls: Arc<Calls>,
+    calls: Arc<Attempts>,
     failures: Arc<Failures>,
 }
 
@@ -75,7 +75,7 @@ impl Deliveries {
             return Err(Error::InvalidPrefix(prefix.to_owned()));
         }
         Ok(Deliveries {
-            calls: Arc::new(Calls::new(store.name(), RetryPolicy::default())),
+            calls: Arc::new(Attempts::new(store.name(), RetryPolicy::default())),
             store: Arc::new(store),
             prefix: prefix.into(),
             lease: Deliveries::DEFAULT_LEASE,

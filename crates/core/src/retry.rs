@@ -48,20 +48,21 @@ impl RetryPolicy {
     }
 }
 
-/// A store's calls under one retry policy: the policy, its worst case (the
-/// budget of every check, told to the store with each attempt) and the
-/// store's call metrics. A limiter and deliveries each hold one.
+/// The attempts of a store's calls under one retry policy: the policy, its
+/// worst case (the budget of every check, told to the store with each
+/// attempt) and the store's call metrics. A limiter and deliveries each
+/// hold one.
 #[derive(Debug)]
-pub(crate) struct Calls {
+pub(crate) struct Attempts {
     policy: RetryPolicy,
     check: Duration,
     metrics: StoreCalls,
 }
 
-impl Calls {
-    /// Calls to the store named `store`, under `policy`.
-    pub(crate) fn new(store: &'static str, policy: RetryPolicy) -> Calls {
-        Calls {
+impl Attempts {
+    /// The attempts of calls to the store named `store`, under `policy`.
+    pub(crate) fn new(store: &'static str, policy: RetryPolicy) -> Attempts {
+        Attempts {
             check: policy.worst_case(),
             policy,
             metrics: StoreCalls::new(store),
@@ -73,9 +74,9 @@ impl Calls {
         self.policy
     }
 
-    /// Calls to the same store under `policy` instead.
-    pub(crate) fn with_policy(&self, policy: RetryPolicy) -> Calls {
-        Calls::new(self.metrics.store(), policy)
+    /// The attempts of calls to the same store under `policy` instead.
+    pub(crate) fn with_policy(&self, policy: RetryPolicy) -> Attempts {
+        Attempts::new(self.metrics.store(), policy)
     }
 
     /// Runs `call` under the policy: each attempt gets its deadline and is
@@ -124,7 +125,7 @@ impl Calls {
                 }
             };
             self.metrics
-                .record(op, started.elapsed(), result.as_ref().map(drop));
+                .record(op, took(started), result.as_ref().map(drop));
             match result {
                 Err(e) if retry && e.is_transient() && retries < policy.retries => {
                     retries += 1;
@@ -142,11 +143,15 @@ impl Calls {
     }
 }
 
-/// The time now, on the monotonic clock and the wall clock. The monotonic
-/// reading is tokio's: the system's, except in a test that paused tokio's
-/// time, where it is the paused clock that every timer of the check runs on.
+/// The time now, on the monotonic clock (as deadlines read it) and the
+/// wall clock.
 fn now() -> (Instant, SystemTime) {
-    (tokio::time::Instant::now().into_std(), SystemTime::now())
+    (crate::deadline::now(), SystemTime::now())
+}
+
+/// How long since `started`, on the same clock.
+fn took(started: Instant) -> Duration {
+    crate::deadline::now().saturating_duration_since(started)
 }
 
 #[cfg(test)]
@@ -181,7 +186,7 @@ mod tests {
     #[tokio::test]
     async fn transient_failures_are_retried_twice_and_others_never() {
         let attempts = AtomicU32::new(0);
-        let transient = Calls::new("test", quick())
+        let transient = Attempts::new("test", quick())
             .run(Op::Count, true, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Connection("refused".into()))
@@ -189,7 +194,7 @@ mod tests {
             .await;
         assert_eq!(transient.map_err(|e| e.kind()), Err("connection"));
         assert_eq!(attempts.swap(0, Ordering::SeqCst), 3);
-        let permanent = Calls::new("test", quick())
+        let permanent = Attempts::new("test", quick())
             .run(Op::Count, true, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Backend("no".into()))
@@ -197,7 +202,7 @@ mod tests {
             .await;
         assert!(permanent.is_err());
         assert_eq!(attempts.swap(0, Ordering::SeqCst), 1);
-        let once = Calls::new("test", quick())
+        let once = Attempts::new("test", quick())
             .run(Op::Count, false, |_| async {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(StoreError::Connection("refused".into()))
@@ -233,7 +238,7 @@ mod tests {
         };
         let drops = Arc::new(Mutex::new(Vec::new()));
         let started = tokio::time::Instant::now();
-        let result = Calls::new("test", policy)
+        let result = Attempts::new("test", policy)
             .run(Op::Count, true, |_| {
                 let lease = Lease(Arc::clone(&drops));
                 async move {
@@ -266,7 +271,7 @@ mod tests {
         let policy = quick();
         let mut deadlines = Vec::new();
         let mut first_call = None;
-        let result = Calls::new("test", policy)
+        let result = Attempts::new("test", policy)
             .run(Op::Count, true, |deadline| {
                 first_call.get_or_insert_with(std::time::Instant::now);
                 deadlines.push(deadline);
@@ -293,7 +298,7 @@ mod tests {
         let policy = quick();
         let started = std::time::Instant::now();
         let mut deadlines = Vec::new();
-        let result = Calls::new("test", policy)
+        let result = Attempts::new("test", policy)
             .run(Op::Count, true, |deadline| {
                 deadlines.push(deadline);
                 std::future::pending::<Result<(), StoreError>>()

@@ -1,6 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(not(any(feature = "tcp", feature = "upstash")))]
+compile_error!("tollgate-redis needs a transport: enable its `tcp` or `upstash` feature");
+
 mod call;
 mod failure;
 mod ops;

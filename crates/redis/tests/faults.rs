@@ -319,7 +319,7 @@ async fn a_short_policy_bounds_how_long_a_silent_connection_is_kept() {
     }
     let took = started.elapsed();
     println!("reconnected after {took:?} and {checks} failed checks");
-    assert_eq!(relay.connections(), 2);
+    assert!(relay.connections() >= 2, "never reconnected");
     assert!(
         took < SHORT_BOUND,
         "the silent connection was kept {took:?}"

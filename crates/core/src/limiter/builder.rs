@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::cache::LocalCache;
-use crate::retry::Calls;
+use crate::retry::Attempts;
 use crate::{Clock, CounterStore, Limiter, RetryPolicy, SystemClock};
 
 /// Builds a [`Limiter`]; every setting has a default.
@@ -74,7 +74,7 @@ impl LimiterBuilder {
     /// The limiter.
     pub fn build(self) -> Limiter {
         Limiter {
-            calls: Arc::new(Calls::new(self.name, self.retry)),
+            calls: Arc::new(Attempts::new(self.name, self.retry)),
             store: self.store,
             clock: self.clock,
             shadows: Arc::default(),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::cache::LocalCache;
 use crate::failure::{Failures, Names};
 use crate::observe::{self, Op, Outcome};
-use crate::retry::Calls;
+use crate::retry::Attempts;
 use crate::throttle::Throttle;
 use crate::{
     Clock, Counter, CounterStore, Error, Limit, Reservation, RetryPolicy, Usage, Verdict, reply,
@@ -64,7 +64,7 @@ pub struct Limiter {
     shadows: Arc<Throttle>,
     failures: Arc<Failures>,
     cache: Option<Arc<LocalCache>>,
-    calls: Arc<Calls>,
+    calls: Arc<Attempts>,
 }
 
 impl Limiter {

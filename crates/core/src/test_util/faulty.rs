@@ -33,7 +33,7 @@ pub type Faulty<S> = Hooked<S, Faults>;
 #[derive(Debug, Default)]
 pub struct Faults {
     fault: Mutex<Fault>,
-    calls: [AtomicUsize; 8],
+    calls: [AtomicUsize; Op::ALL.len()],
 }
 
 impl<S> Hooked<S, Faults> {

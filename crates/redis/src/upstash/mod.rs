@@ -39,9 +39,9 @@ pub const TOKEN_VAR: &str = "UPSTASH_REDIS_REST_TOKEN";
 /// Counters and marks in Upstash Redis over its REST API: one HTTP request
 /// per call, whatever the batch size, with the scripts of the TCP store.
 ///
-/// Cheap to clone; clones share one pooled HTTP client. See
-/// [the module docs](self) and the crate's `UPSTASH.md` for the protocol,
-/// the failure mapping and the connection settings.
+/// Cheap to clone; clones share one pooled HTTP client. See the
+/// [crate docs](crate#upstash-rest) for the protocol, the failure mapping
+/// and the connection settings.
 #[derive(Clone)]
 pub struct UpstashStore {
     rest: Arc<Rest>,
