@@ -130,11 +130,13 @@ pub fn app(
         .keyed(rules.get("docs-run")?, &[KeyPart::Param("org")])?
         .mode(Mode::Count)
         .policy(Policy::FailOpen);
+    // Under the limiter's policy: one time budget for the whole app.
+    let deliveries = Deliveries::new(marks, DELIVERY_PREFIX)?.retry(limiter.retry_policy());
     let demo = Demo {
         work: Arc::default(),
         ask: Arc::new(AskRules::new(rules)?),
         limiter,
-        deliveries: Deliveries::new(marks, DELIVERY_PREFIX)?,
+        deliveries,
         visitors,
     };
     Ok(Router::new()
