@@ -125,7 +125,7 @@ impl Attempts {
                 }
             };
             self.metrics
-                .record(op, took(started), result.as_ref().map(drop));
+                .record(op, started.elapsed(), result.as_ref().map(drop));
             match result {
                 Err(e) if retry && e.is_transient() && retries < policy.retries => {
                     retries += 1;
@@ -147,11 +147,6 @@ impl Attempts {
 /// wall clock.
 fn now() -> (Instant, SystemTime) {
     (crate::deadline::now(), SystemTime::now())
-}
-
-/// How long since `started`, on the same clock.
-fn took(started: Instant) -> Duration {
-    crate::deadline::now().saturating_duration_since(started)
 }
 
 #[cfg(test)]
