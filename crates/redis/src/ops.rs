@@ -1,11 +1,10 @@
 //! The store operations, once for every transport: each writes its
 //! script's call, takes the one script path ([`eval`]) and reads the reply.
 //! A single-endpoint store (TCP, REST) runs each on its whole batch
-//! ([`endpoint_store!`]); the cluster store runs each per hash slot.
+//! ([`endpoint_store!`]); the cluster store runs each per hash slot; both
+//! keep marks through [`mark_store!`].
 
-use std::time::Duration;
-
-use tollgate_core::{Claim, Counter, Deadline, Reservation, StoreError};
+use tollgate_core::{Counter, Deadline, Reservation, StoreError};
 
 use crate::call::{Counters, Single};
 use crate::reply::{self, Reply};
@@ -86,7 +85,7 @@ pub(crate) async fn get<T: Transport>(
 
 /// A call of the one-key script `script`, laid out as `layout`, on `key`,
 /// its reply read by `read`.
-async fn on_key<T: Transport, R>(
+pub(crate) async fn on_key<T: Transport, R>(
     transport: &T,
     (script, layout, key): (&Script, Single<'_>, &str),
     read: fn(&Reply) -> Result<R, StoreError>,
@@ -107,39 +106,6 @@ pub(crate) async fn delete<T: Transport>(
 ) -> Result<bool, StoreError> {
     let call = (&SCRIPTS.delete, Single::Delete, key);
     on_key(transport, call, reply::deleted, route, deadline).await
-}
-
-/// [`CLAIM`](crate::scripts::CLAIM).
-pub(crate) async fn claim<T: Transport>(
-    transport: &T,
-    (key, token, ttl): (&str, &str, Duration),
-    route: &mut T::Route,
-    deadline: Deadline,
-) -> Result<Claim, StoreError> {
-    let call = (&SCRIPTS.claim, Single::Claim { token, ttl }, key);
-    on_key(transport, call, reply::claim, route, deadline).await
-}
-
-/// [`FINISH`](crate::scripts::FINISH): whether the mark is done now.
-pub(crate) async fn finish<T: Transport>(
-    transport: &T,
-    (key, token, ttl): (&str, &str, Duration),
-    route: &mut T::Route,
-    deadline: Deadline,
-) -> Result<bool, StoreError> {
-    let call = (&SCRIPTS.finish, Single::Finish { token, ttl }, key);
-    on_key(transport, call, reply::flag, route, deadline).await
-}
-
-/// [`RELEASE`](crate::scripts::RELEASE): whether the mark was removed.
-pub(crate) async fn release<T: Transport>(
-    transport: &T,
-    (key, token): (&str, &str),
-    route: &mut T::Route,
-    deadline: Deadline,
-) -> Result<bool, StoreError> {
-    let call = (&SCRIPTS.release, Single::Release { token }, key);
-    on_key(transport, call, reply::flag, route, deadline).await
 }
 
 /// Implements `Named`, `CounterStore` and `MarkStore` for `$store`, a store reaching
@@ -214,40 +180,57 @@ macro_rules! endpoint_store {
             }
         }
 
+        $crate::ops::mark_store!($store, $transport, |key| ());
+    };
+}
+
+/// Implements `MarkStore` for `$store` through the transport
+/// `self.$transport`, each mark's call sent to the route `$route` (an
+/// expression of the mark's `$key`): one call of the script path per
+/// operation, for every store of this crate.
+macro_rules! mark_store {
+    ($store:ty, $transport:ident, |$key:ident| $route:expr) => {
         #[tollgate_core::async_trait]
         impl tollgate_core::MarkStore for $store {
             async fn claim(
                 &self,
-                key: &str,
+                $key: &str,
                 token: &str,
                 ttl: std::time::Duration,
                 deadline: tollgate_core::Deadline,
             ) -> Result<tollgate_core::Claim, tollgate_core::StoreError> {
-                let mark = (key, token, ttl);
-                $crate::ops::claim(&*self.$transport, mark, &mut (), deadline).await
+                let script = &$crate::scripts::SCRIPTS.claim;
+                let call = (script, $crate::call::Single::Claim { token, ttl }, $key);
+                let read = $crate::reply::claim;
+                $crate::ops::on_key(&*self.$transport, call, read, &mut $route, deadline).await
             }
 
             async fn finish(
                 &self,
-                key: &str,
+                $key: &str,
                 token: &str,
                 ttl: std::time::Duration,
                 deadline: tollgate_core::Deadline,
             ) -> Result<bool, tollgate_core::StoreError> {
-                let mark = (key, token, ttl);
-                $crate::ops::finish(&*self.$transport, mark, &mut (), deadline).await
+                let script = &$crate::scripts::SCRIPTS.finish;
+                let call = (script, $crate::call::Single::Finish { token, ttl }, $key);
+                let read = $crate::reply::flag;
+                $crate::ops::on_key(&*self.$transport, call, read, &mut $route, deadline).await
             }
 
             async fn release(
                 &self,
-                key: &str,
+                $key: &str,
                 token: &str,
                 deadline: tollgate_core::Deadline,
             ) -> Result<bool, tollgate_core::StoreError> {
-                $crate::ops::release(&*self.$transport, (key, token), &mut (), deadline).await
+                let script = &$crate::scripts::SCRIPTS.release;
+                let call = (script, $crate::call::Single::Release { token }, $key);
+                let read = $crate::reply::flag;
+                $crate::ops::on_key(&*self.$transport, call, read, &mut $route, deadline).await
             }
         }
     };
 }
 
-pub(crate) use endpoint_store;
+pub(crate) use {endpoint_store, mark_store};

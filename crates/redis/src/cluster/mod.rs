@@ -16,11 +16,8 @@ use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
 use tollgate_core::{Deadline, StoreError};
 
 use crate::Error;
-use crate::call::Size;
 use crate::reply::Reply;
-use crate::scripts::Script;
-use crate::tcp::{evalsha, failure, mget, script_call, value};
-use crate::transport::Transport;
+use crate::tcp::{Resp, failure, value};
 use link::ClusterLink;
 
 /// Counters and marks on Redis Cluster: per check, one script call per hash
@@ -94,37 +91,9 @@ impl RedisClusterStore {
     }
 }
 
-impl Transport for Cluster {
-    type Args = Cmd;
+impl Resp for Cluster {
     type Route = Target;
 
-    fn args(&self, script: &Script, size: Size) -> Cmd {
-        evalsha(script, size)
-    }
-
-    async fn eval(
-        &self,
-        script: &Script,
-        args: &Cmd,
-        code: bool,
-        target: &mut Target,
-        deadline: Deadline,
-    ) -> Result<Reply, StoreError> {
-        self.send(&script_call(script, args, code), target, deadline)
-            .await
-    }
-
-    async fn mget(
-        &self,
-        keys: &[&str],
-        target: &mut Target,
-        deadline: Deadline,
-    ) -> Result<Reply, StoreError> {
-        self.send(&mget(keys), target, deadline).await
-    }
-}
-
-impl Cluster {
     /// Sends `cmd` to `target` in one round trip, following one `MOVED` or
     /// `ASK` redirect (then `target` is the node it named, for a second
     /// call of the same check, such as an `EVAL` after `NOSCRIPT`).

@@ -2,12 +2,9 @@
 //! script path ([`crate::ops`]), all slots at once.
 
 use std::future::Future;
-use std::time::Duration;
 
 use futures_util::future::join_all;
-use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError, async_trait,
-};
+use tollgate_core::{Counter, CounterStore, Deadline, Named, Reservation, StoreError, async_trait};
 
 use super::slots::{self, Group};
 use super::{Cluster, RedisClusterStore, Target};
@@ -182,39 +179,5 @@ impl CounterStore for RedisClusterStore {
     }
 }
 
-#[async_trait]
-impl MarkStore for RedisClusterStore {
-    /// One `EVALSHA` of [`CLAIM`](crate::scripts::CLAIM) on the key's slot.
-    async fn claim(
-        &self,
-        key: &str,
-        token: &str,
-        ttl: Duration,
-        deadline: Deadline,
-    ) -> Result<Claim, StoreError> {
-        let mark = (key, token, ttl);
-        ops::claim(&*self.cluster, mark, &mut slot_of(key), deadline).await
-    }
-
-    /// One `EVALSHA` of [`FINISH`](crate::scripts::FINISH) on the key's slot.
-    async fn finish(
-        &self,
-        key: &str,
-        token: &str,
-        ttl: Duration,
-        deadline: Deadline,
-    ) -> Result<bool, StoreError> {
-        let mark = (key, token, ttl);
-        ops::finish(&*self.cluster, mark, &mut slot_of(key), deadline).await
-    }
-
-    /// One `EVALSHA` of [`RELEASE`](crate::scripts::RELEASE) on the key's slot.
-    async fn release(
-        &self,
-        key: &str,
-        token: &str,
-        deadline: Deadline,
-    ) -> Result<bool, StoreError> {
-        ops::release(&*self.cluster, (key, token), &mut slot_of(key), deadline).await
-    }
-}
+// One `EVALSHA` of `CLAIM`, `FINISH` or `RELEASE` on the key's slot.
+ops::mark_store!(RedisClusterStore, cluster, |key| slot_of(key));

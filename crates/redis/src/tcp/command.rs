@@ -1,12 +1,63 @@
 //! Script calls as the redis crate's commands: one `EVALSHA` (or, after
-//! `NOSCRIPT`, the same call as one `EVAL`), and `MGET`.
+//! `NOSCRIPT`, the same call as one `EVAL`), and `MGET`; and the
+//! [`Transport`] of every connection that sends such commands ([`Resp`]).
 
 use std::borrow::Cow;
+use std::future::Future;
 
 use redis::{Arg, Cmd};
+use tollgate_core::{Deadline, StoreError};
 
 use crate::call::{Call, Size};
+use crate::reply::Reply;
 use crate::scripts::Script;
+use crate::transport::Transport;
+
+/// A connection that sends the redis crate's commands (one server, a
+/// cluster): it is a [`Transport`] once it can send one command.
+pub(crate) trait Resp: Send + Sync + 'static {
+    /// Where a command goes.
+    type Route: Send;
+
+    /// Sends `cmd` to `route` in one round trip; a server's error reply is
+    /// `Ok(Reply::Error)`.
+    fn send(
+        &self,
+        cmd: &Cmd,
+        route: &mut Self::Route,
+        deadline: Deadline,
+    ) -> impl Future<Output = Result<Reply, StoreError>> + Send;
+}
+
+impl<T: Resp> Transport for T {
+    type Args = Cmd;
+    type Route = T::Route;
+
+    fn args(&self, script: &Script, size: Size) -> Cmd {
+        evalsha(script, size)
+    }
+
+    async fn eval(
+        &self,
+        script: &Script,
+        args: &Cmd,
+        code: bool,
+        route: &mut T::Route,
+        deadline: Deadline,
+    ) -> Result<Reply, StoreError> {
+        self.send(&script_call(script, args, code), route, deadline)
+            .await
+    }
+
+    async fn mget(
+        &self,
+        keys: &[&str],
+        route: &mut T::Route,
+        deadline: Deadline,
+    ) -> Result<Reply, StoreError> {
+        self.send(&mget(keys), route, deadline).await
+    }
+}
 
 impl Call for Cmd {
     fn key(&mut self, key: &str) {
@@ -31,7 +82,7 @@ fn room(size: Size) -> (usize, usize) {
 
 /// The start of an `EVALSHA` of `script` about `size` large, to which the
 /// caller appends the keys, then the arguments.
-pub(crate) fn evalsha(script: &Script, size: Size) -> Cmd {
+fn evalsha(script: &Script, size: Size) -> Cmd {
     let (args, bytes) = room(size);
     let mut cmd = Cmd::with_capacity(args, bytes);
     cmd.arg("EVALSHA").arg(&script.sha).arg(size.keys);
@@ -40,7 +91,7 @@ pub(crate) fn evalsha(script: &Script, size: Size) -> Cmd {
 
 /// The call to send for `args` (an `EVALSHA` of `script` built by
 /// [`evalsha`]): itself, or with `code`, the same call as `EVAL`.
-pub(crate) fn script_call<'a>(script: &Script, args: &'a Cmd, code: bool) -> Cow<'a, Cmd> {
+fn script_call<'a>(script: &Script, args: &'a Cmd, code: bool) -> Cow<'a, Cmd> {
     if code {
         Cow::Owned(as_eval(args, script.code))
     } else {
@@ -63,7 +114,7 @@ fn as_eval(evalsha: &Cmd, code: &str) -> Cmd {
 }
 
 /// `MGET key...`.
-pub(crate) fn mget(keys: &[&str]) -> Cmd {
+fn mget(keys: &[&str]) -> Cmd {
     let mut cmd = redis::cmd("MGET");
     for key in keys {
         cmd.arg(*key);

@@ -16,15 +16,12 @@ use redis::{Client, Cmd, Value};
 use tollgate_core::{Deadline, StoreError};
 
 use crate::Error;
-use crate::call::Size;
 use crate::ops::endpoint_store;
 use crate::reply::Reply;
-use crate::scripts::Script;
-use crate::transport::Transport;
 use link::Link;
 
 pub(crate) use budget::Longest;
-pub(crate) use command::{evalsha, mget, script_call};
+pub(crate) use command::Resp;
 
 /// Counters and marks on one Redis (or Valkey) server: one round trip per
 /// call, whatever the batch size.
@@ -97,39 +94,12 @@ impl RedisStore {
 
 endpoint_store!(RedisStore, "redis", tcp);
 
-impl Transport for Tcp {
-    type Args = Cmd;
+impl Resp for Tcp {
     type Route = ();
 
-    fn args(&self, script: &Script, size: Size) -> Cmd {
-        evalsha(script, size)
-    }
-
-    async fn eval(
-        &self,
-        script: &Script,
-        args: &Cmd,
-        code: bool,
-        _: &mut (),
-        deadline: Deadline,
-    ) -> Result<Reply, StoreError> {
-        self.send(&script_call(script, args, code), deadline).await
-    }
-
-    async fn mget(
-        &self,
-        keys: &[&str],
-        _: &mut (),
-        deadline: Deadline,
-    ) -> Result<Reply, StoreError> {
-        self.send(&mget(keys), deadline).await
-    }
-}
-
-impl Tcp {
     /// Sends `cmd` on the connection (made first if needed, within the
     /// call's deadline), in one round trip.
-    async fn send(&self, cmd: &Cmd, deadline: Deadline) -> Result<Reply, StoreError> {
+    async fn send(&self, cmd: &Cmd, _: &mut (), deadline: Deadline) -> Result<Reply, StoreError> {
         let started = Instant::now();
         let live = self.link.connection(deadline).await?;
         if deadline.has_passed() {
