@@ -12,7 +12,7 @@ use redis::Value;
 use support::frozen::Frozen;
 use support::relay::Relay;
 use support::{
-    BOUND, SHORT, SHORT_BOUND, admin, assert_held_within_the_short_bound, deadline, limits, run,
+    BOUND, SHORT, SHORT_BOUND, admin, assert_a_short_check_gives_up_in_time, deadline, limits, run,
 };
 use tollgate_core::{Clock, CounterStore, Deliveries, Error, Limiter, ManualClock};
 use tollgate_redis::RedisStore;
@@ -286,12 +286,8 @@ async fn silent_connection_is_replaced() {
 async fn a_short_policy_bounds_the_connection_attempt_its_check_starts() {
     let frozen = Frozen::start(0).await;
     let url = format!("redis://127.0.0.1:{}", frozen.port());
-    let limiter = Limiter::builder(RedisStore::open(&url).unwrap())
-        .retry(SHORT)
-        .build();
-    let result = limiter.count(&limits(2)).await;
-    assert!(matches!(result, Err(Error::Unavailable(_))), "{result:?}");
-    assert_held_within_the_short_bound(&frozen, "redis").await;
+    let store = RedisStore::open(&url).unwrap();
+    assert_a_short_check_gives_up_in_time(store, &limits(2), &frozen, "redis").await;
 }
 
 /// A connection that stops answering is remade after the check budget of

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use redis::Value;
 use support::relay::Relay;
+use support::upstash::TOKEN;
 use support::upstash::proxy::Proxy;
-use support::upstash::{TOKEN, limits};
-use support::{admin, counter, deadline, run};
+use support::{admin, counter, deadline, limits, run};
 use tollgate_core::{Claim, Clock, CounterStore, Limiter, ManualClock, MarkStore, Rule, Window};
 use tollgate_redis::upstash::UpstashStore;
 use tollgate_test_support::redis_server::RedisServer;

@@ -10,7 +10,9 @@ pub mod upstash;
 
 use std::time::Duration;
 
-use tollgate_core::{Counter, Deadline, Limit, RetryPolicy, Rule, Window};
+use tollgate_core::{
+    Counter, CounterStore, Deadline, Error, Limit, Limiter, RetryPolicy, Rule, Window,
+};
 use tollgate_test_support::unique;
 
 /// The failure bound stated in the crate docs: a check against a dead or
@@ -30,6 +32,24 @@ pub const SHORT: RetryPolicy = RetryPolicy {
 /// policy's 350 ms.
 pub const SHORT_BOUND: Duration = Duration::from_millis(250);
 
+/// Asserts that a check of `limits` on `store`, under a limiter of the
+/// [`SHORT`] policy, is unavailable against `frozen`, and that the store
+/// gave up every connection it opened there within [`SHORT_BOUND`].
+pub async fn assert_a_short_check_gives_up_in_time(
+    store: impl CounterStore,
+    limits: &[Limit],
+    frozen: &frozen::Frozen,
+    what: &str,
+) {
+    let limiter = Limiter::builder(store).retry(SHORT).build();
+    let result = limiter.count(limits).await;
+    assert!(
+        matches!(result, Err(Error::Unavailable(_))),
+        "{what}: {result:?}"
+    );
+    assert_held_within_the_short_bound(frozen, what).await;
+}
+
 /// Asserts that the client closed at least one connection to `frozen`,
 /// and each within [`SHORT_BOUND`] of opening it.
 pub async fn assert_held_within_the_short_bound(frozen: &frozen::Frozen, what: &str) {
@@ -44,12 +64,14 @@ pub async fn assert_held_within_the_short_bound(frozen: &frozen::Frozen, what: &
     }
 }
 
-/// `n` limits of one check, on keys no other test uses.
+/// `n` limits of one check, on keys no other test uses, with rule names
+/// of their own (so the core's once-a-second fail-open log line is not
+/// suppressed by another test's).
 pub fn limits(n: usize) -> Vec<Limit> {
     let id = unique();
     (0..n)
         .map(|i| {
-            let rule = Rule::new(&format!("rule{i}"), 1_000, Window::DAY)
+            let rule = Rule::new(&format!("r{i}-{id}"), 1_000, Window::DAY)
                 .and_then(|r| r.with_key(&["id"]))
                 .unwrap();
             rule.limit(&[id.as_str()]).unwrap()
