@@ -40,7 +40,7 @@ pub struct Deliveries {
     prefix: Arc<str>,
     lease: Duration,
     done: Duration,
-    calls: Arc<Attempts>,
+    attempts: Arc<Attempts>,
     failures: Arc<Failures>,
 }
 
@@ -75,7 +75,7 @@ impl Deliveries {
             return Err(Error::InvalidPrefix(prefix.to_owned()));
         }
         Ok(Deliveries {
-            calls: Arc::new(Attempts::new(store.name(), RetryPolicy::default())),
+            attempts: Arc::new(Attempts::new(store.name(), RetryPolicy::default())),
             store: Arc::new(store),
             prefix: prefix.into(),
             lease: Deliveries::DEFAULT_LEASE,
@@ -100,7 +100,7 @@ impl Deliveries {
 
     /// The same, bounding every store call by `retry`.
     pub fn retry(mut self, retry: RetryPolicy) -> Deliveries {
-        self.calls = Arc::new(self.calls.with_policy(retry));
+        self.attempts = Arc::new(self.attempts.with_policy(retry));
         self
     }
 
@@ -125,7 +125,7 @@ impl Deliveries {
         let key = self.key(id)?;
         let token = token();
         let claim = self
-            .calls
+            .attempts
             .run(Op::Claim, true, |deadline| {
                 self.store.claim(&key, &token, self.lease, deadline)
             })
@@ -144,7 +144,7 @@ impl Deliveries {
 
     /// Removes the mark `key` if `token` holds it.
     async fn release(&self, key: &str, token: &str) -> Result<(), StoreError> {
-        self.calls
+        self.attempts
             .run(Op::Release, true, |deadline| {
                 self.store.release(key, token, deadline)
             })
@@ -177,7 +177,7 @@ impl Delivery {
         self.open = false;
         let deliveries = &self.deliveries;
         let done = deliveries
-            .calls
+            .attempts
             .run(Op::Finish, true, |deadline| {
                 let store = &deliveries.store;
                 store.finish(&self.key, &self.token, deliveries.done, deadline)

@@ -24,7 +24,6 @@ use crate::{Clock, CounterStore, Limiter, RetryPolicy, SystemClock};
 #[must_use = "a builder does nothing until built"]
 pub struct LimiterBuilder {
     store: Arc<dyn CounterStore>,
-    name: &'static str,
     clock: Arc<dyn Clock>,
     retry: RetryPolicy,
     cache: usize,
@@ -33,7 +32,6 @@ pub struct LimiterBuilder {
 impl LimiterBuilder {
     pub(super) fn new(store: impl CounterStore) -> LimiterBuilder {
         LimiterBuilder {
-            name: store.name(),
             store: store.into_shared(),
             clock: Arc::new(SystemClock),
             retry: RetryPolicy::default(),
@@ -74,7 +72,7 @@ impl LimiterBuilder {
     /// The limiter.
     pub fn build(self) -> Limiter {
         Limiter {
-            calls: Arc::new(Attempts::new(self.name, self.retry)),
+            attempts: Arc::new(Attempts::new(self.store.name(), self.retry)),
             store: self.store,
             clock: self.clock,
             shadows: Arc::default(),

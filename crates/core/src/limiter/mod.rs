@@ -64,7 +64,7 @@ pub struct Limiter {
     shadows: Arc<Throttle>,
     failures: Arc<Failures>,
     cache: Option<Arc<LocalCache>>,
-    calls: Arc<Attempts>,
+    attempts: Arc<Attempts>,
 }
 
 impl Limiter {
@@ -101,17 +101,19 @@ impl Limiter {
 
     /// The retry policy bounding every store call.
     pub fn retry_policy(&self) -> RetryPolicy {
-        self.calls.policy()
+        self.attempts.policy()
     }
 
     /// Counts every limit ([`Mode::Count`]), fail-closed.
     pub async fn count(&self, limits: &[Limit]) -> Result<Verdict, Error> {
-        self.check(limits, Mode::Count, Policy::FailClosed).await
+        self.run(limits, Mode::Count, Policy::FailClosed, false)
+            .await
     }
 
     /// Reserves every limit's cost or none ([`Mode::Reserve`]), fail-closed.
     pub async fn reserve(&self, limits: &[Limit]) -> Result<Verdict, Error> {
-        self.check(limits, Mode::Reserve, Policy::FailClosed).await
+        self.run(limits, Mode::Reserve, Policy::FailClosed, false)
+            .await
     }
 
     /// Counts every limit ([`Mode::Count`]), fail-open: a store failure is
@@ -128,10 +130,10 @@ impl Limiter {
         } else {
             limits
         };
-        match self.check(limits, Mode::Count, Policy::FailOpen).await {
+        match self.run(limits, Mode::Count, Policy::FailOpen, true).await {
             Ok(verdict) => verdict,
-            // Fail-open turns every store failure into a verdict, and the
-            // limits are distinct here: no other error is left.
+            // Fail-open turns every store failure into a verdict: no other
+            // error is left.
             Err(_) => Verdict::degraded(),
         }
     }
@@ -149,7 +151,21 @@ impl Limiter {
         mode: Mode,
         policy: Policy,
     ) -> Result<Verdict, Error> {
-        distinct::check(limits)?;
+        self.run(limits, mode, policy, false).await
+    }
+
+    /// [`check`](Limiter::check), the duplicate-key check skipped when the
+    /// caller made sure of it already (`known_distinct`).
+    async fn run(
+        &self,
+        limits: &[Limit],
+        mode: Mode,
+        policy: Policy,
+        known_distinct: bool,
+    ) -> Result<Verdict, Error> {
+        if !known_distinct {
+            distinct::check(limits)?;
+        }
         if limits.is_empty() {
             return Ok(Verdict::new(Arc::default(), true));
         }
@@ -176,7 +192,7 @@ impl Limiter {
         let epoch = cache.map_or(0, LocalCache::epoch);
         let reply = match mode {
             Mode::Count => self
-                .calls
+                .attempts
                 .run(Op::Count, true, |deadline| {
                     (*self.store).count(&counters, deadline)
                 })
@@ -186,7 +202,7 @@ impl Limiter {
                     counts,
                 }),
             Mode::Reserve => {
-                self.calls
+                self.attempts
                     .run(Op::Reserve, true, |deadline| {
                         (*self.store).reserve(&counters, deadline)
                     })
@@ -242,7 +258,7 @@ impl Limiter {
             .map(|l| l.counter_key(l.rule().window().index(now)))
             .collect();
         let counts = self
-            .calls
+            .attempts
             .run(Op::Get, true, |deadline| (*self.store).get(&keys, deadline))
             .await;
         let counts = counts
@@ -269,7 +285,7 @@ impl Limiter {
             cache.forget([key.as_str()]);
         }
         let deleted = self
-            .calls
+            .attempts
             .run(Op::Delete, true, |deadline| {
                 (*self.store).delete(&key, deadline)
             })

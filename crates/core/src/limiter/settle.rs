@@ -101,7 +101,7 @@ impl Limiter {
         if !refunds.is_empty() {
             self.forget(&refunds);
             let done = self
-                .calls
+                .attempts
                 .run(Op::Refund, false, |deadline| {
                     (*self.store).refund(&refunds, deadline)
                 })
@@ -114,7 +114,7 @@ impl Limiter {
         }
         if !excess.is_empty() {
             let done = self
-                .calls
+                .attempts
                 .run(Op::Count, true, |deadline| {
                     (*self.store).count(&excess, deadline)
                 })
