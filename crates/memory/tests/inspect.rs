@@ -79,3 +79,33 @@ fn its_metrics_and_logs_name_it_memory() {
     let store = MemoryStore::new();
     assert_eq!(tollgate_core::Named::name(&store), "memory");
 }
+
+/// De-duplication marks its deliveries under the caller's prefix, for the
+/// caller's lifetimes: the processing lease while one runs, the done
+/// lifetime once it is complete.
+#[tokio::test]
+async fn deliveries_mark_under_the_callers_prefix_for_the_callers_lifetimes() {
+    let clock = ManualClock::starting_now();
+    let store = MemoryStore::with_clock(clock.clone());
+    let lease = Duration::from_secs(7);
+    let done = Duration::from_secs(90);
+    let deliveries = tollgate_core::Deliveries::new(store.clone(), "hook:")
+        .unwrap()
+        .lease(lease)
+        .done(done);
+    let delivery = deliveries.begin("d-1").await.unwrap().unwrap();
+    assert_eq!(deliveries.key("d-1").unwrap(), "hook:d-1");
+    assert_eq!(
+        store.expiry("hook:d-1"),
+        Some(lease),
+        "the processing lease"
+    );
+    delivery.complete().await.unwrap();
+    assert_eq!(store.expiry("hook:d-1"), Some(done), "the done lifetime");
+    clock.advance(done);
+    assert_eq!(
+        store.expiry("hook:d-1"),
+        None,
+        "forgotten after its lifetime"
+    );
+}
