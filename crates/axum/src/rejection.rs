@@ -15,7 +15,7 @@ pub const UNAVAILABLE_RETRY_AFTER: u64 = 2;
 ///
 /// | variant | status | headers |
 /// |---|---|---|
-/// | `Limited` | 429 | `Retry-After`, `RateLimit-Policy`, `RateLimit` |
+/// | `Limited` | 429 | `Retry-After` (none when the cost never fits), `RateLimit-Policy`, `RateLimit` |
 /// | `Unavailable` | 503 | `Retry-After: 2` |
 /// | `BadRequest` | 400 | |
 /// | `Internal` | 500 | |
@@ -26,6 +26,17 @@ pub const UNAVAILABLE_RETRY_AFTER: u64 = 2;
 /// {"type": "tag:tollgate,2025:rate-limited", "title": "Too Many Requests", "status": 429,
 ///  "detail": "rate limit `ask` reached: 15 per 1d; retry in 3600 s",
 ///  "limit": "ask", "retry_after": 3600, "reset": 1764460800}
+/// ```
+///
+/// A call whose cost is above the limit's max
+/// ([`RateLimited::never_fits`]) would be refused in every window: its body
+/// says so, with `"never_fits": true` and no `retry_after` or `reset`, and
+/// the response has no `Retry-After`; the caller must ask for less:
+///
+/// ```json
+/// {"type": "tag:tollgate,2025:rate-limited", "title": "Too Many Requests", "status": 429,
+///  "detail": "a cost of 250000 tokens never fits rate limit `ask-tokens`: 200000 tokens per 1d",
+///  "limit": "ask-tokens", "unit": "tokens", "never_fits": true}
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -78,6 +89,10 @@ impl Rejection {
                     Unit::Calls => problem,
                     unit => problem.member("unit", unit.as_str()),
                 };
+                if limited.never_fits() {
+                    // No wait helps: nothing that reads as a time to retry.
+                    return problem.member("never_fits", true);
+                }
                 problem
                     .member("retry_after", limited.retry_after())
                     .member("reset", limited.reset())

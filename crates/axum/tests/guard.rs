@@ -527,3 +527,50 @@ async fn a_rule_that_is_not_public_never_shows_its_budget() {
     assert!(header(&allowed, "ratelimit").is_none());
     assert!(header(&allowed, "ratelimit-policy").is_none());
 }
+
+#[tokio::test]
+async fn a_cost_above_the_max_is_a_429_that_never_promises_a_retry() {
+    let limiter = memory_limiter();
+    let tokens =
+        rule("tokens", 100, Window::DAY).with_unit(tollgate_core::Unit::new("tokens").unwrap());
+    let guard = Guard::new(limiter.clone())
+        .rule(&tokens, |call| Some(vec![call.param("project")?.into()]))
+        .cost(|call| call.header("x-cost")?.parse().ok())
+        .mode(Mode::Reserve);
+    let (router, runs) = app(guard);
+    let send = |cost: &str| {
+        let request = Request::post("/sites/docs/ask")
+            .header("x-cost", cost)
+            .body(Body::empty())
+            .unwrap();
+        router.clone().oneshot(request)
+    };
+    let never = send("101").await.unwrap();
+    assert_eq!(never.status(), 429);
+    assert_eq!(
+        header(&never, "content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(header(&never, "retry-after"), None, "no wait helps");
+    assert_eq!(header(&never, "ratelimit"), Some("\"tokens\";r=100;t=3600"));
+    let body = json(&body_text(never).await);
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "type": "tag:tollgate,2025:rate-limited", "title": "Too Many Requests", "status": 429,
+            "detail": "a cost of 101 tokens never fits rate limit `tokens`: 100 tokens per 1d",
+            "limit": "tokens", "unit": "tokens", "never_fits": true,
+        })
+    );
+    // A cost that fits an empty window, refused only by what is spent:
+    // the usual 429, with its wait.
+    assert_eq!(send("60").await.unwrap().status(), 200);
+    let full = send("41").await.unwrap();
+    assert_eq!(header(&full, "retry-after"), Some("3600"));
+    let body = json(&body_text(full).await);
+    assert_eq!(
+        (body["retry_after"].as_u64(), body.get("never_fits")),
+        (Some(3600), None)
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}

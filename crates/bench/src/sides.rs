@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tollgate::redis::scripts;
-use tollgate::{Deadline, Limit, Limiter, Rule, Window};
+use tollgate::{CheckId, Deadline, Limit, Limiter, Rule, Window};
 
 use crate::args::Mode;
 use crate::load::{Outcome, Side};
@@ -194,6 +194,7 @@ impl Side for Raw {
                 for (key, ttl) in keys.iter().zip(ttls) {
                     call.key(key).arg(ttl).arg(cost);
                 }
+                call.key(record()).arg(RECORD_MS);
                 let reply: redis::RedisResult<Vec<i64>> = call.invoke_async(&mut connection).await;
                 match reply {
                     Ok(counts)
@@ -214,6 +215,7 @@ impl Side for Raw {
                 for ((key, ttl), rule) in keys.iter().zip(ttls).zip(self.work.rules.iter()) {
                     call.key(key).arg(ttl).arg(cost).arg(rule.max());
                 }
+                call.key(record()).arg(RECORD_MS);
                 let reply: redis::RedisResult<Vec<i64>> = call.invoke_async(&mut connection).await;
                 match reply {
                     Ok(r) if r.first() == Some(&1) => {}
@@ -226,6 +228,7 @@ impl Side for Raw {
                     if let Some(key) = keys.first() {
                         call.key(key).arg(cost - cost.div_ceil(2));
                     }
+                    call.key(record()).arg(RECORD_MS);
                     let reply: redis::RedisResult<Vec<i64>> =
                         call.invoke_async(&mut connection).await;
                     if reply.is_err() {
@@ -237,3 +240,13 @@ impl Side for Raw {
         }
     }
 }
+
+/// The record of a raw call, as a store names it (`RECORD_PREFIX`, then
+/// the call's id): the scripts record every call they apply.
+fn record() -> String {
+    format!("{}{}", tollgate::redis::RECORD_PREFIX, CheckId::new())
+}
+
+/// How long a raw call's record is kept: as a store under the default
+/// retry policy keeps it (twice its 350 ms budget and four 20 ms skew margins).
+const RECORD_MS: u64 = 780;

@@ -72,10 +72,23 @@ pub(crate) struct LimitArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Take every key part exactly as given: no part is read as a visitor's
+    /// address (for a rule whose `visitor` part holds something else).
+    #[arg(long)]
+    pub(crate) raw: bool,
     /// The rule's name, e.g. `ask`.
     #[arg(value_name = "RULE")]
     pub(crate) rule: String,
-    /// The key parts, in the rule's order, e.g. `docs 203.0.113.9` (after `--` when one starts with `-`).
+    /// The key parts, in the rule's order, e.g. `docs 203.0.113.9` (after
+    /// `--` when one starts with `-`).
+    ///
+    /// A part the rule names `visitor` (as `ask` and `ask-burst` do) is a
+    /// visitor's address, keyed as the service keys it: an IPv4 address as
+    /// it is, an IPv6 address as its /64 (`2001:db8:0:1::9`, any other
+    /// spelling of an address of that /64, and `2001:db8:0:1::/64` all mean
+    /// `2001:db8:0:1::/64`), an IPv4-mapped IPv6 address as its IPv4
+    /// address, and `local` as development mode's visitor. Anything else
+    /// there is an error, unless `--raw` is given.
     #[arg(value_name = "PART")]
     pub(crate) parts: Vec<String>,
 }

@@ -1,9 +1,11 @@
 //! The limit that `status` and `reset` act on: a rule of the rules file
-//! (or the defaults) and exactly its number of key parts.
+//! (or the defaults) and exactly its number of key parts, a `visitor` part
+//! keyed as the service keys a visitor's address.
 
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
 
-use tollgate::{CounterStore, Limit, Limiter, RetryPolicy, Rule, RuleSet};
+use tollgate::{CounterStore, Limit, Limiter, RetryPolicy, Rule, RuleSet, Visitor};
 
 use crate::args::LimitArgs;
 use crate::failure::Failure;
@@ -14,6 +16,8 @@ use crate::rules_file;
 pub(crate) struct Target {
     /// The limit named on the command line.
     pub(crate) limit: Limit,
+    /// Its key parts as stored (a visitor's address as its key part).
+    pub(crate) parts: Vec<String>,
     /// A limiter over the store.
     pub(crate) limiter: Limiter,
     /// The store's scheme and host (never its password).
@@ -24,13 +28,14 @@ impl Target {
     /// Loads the rules, builds the limit and opens the store (lazily).
     pub(crate) fn open(args: &LimitArgs) -> Result<Target, Failure> {
         let rules = rules_file::load_or_defaults(args.rules.as_deref())?;
-        let limit = limit(&rules, &args.rule, &args.parts)?;
+        let (limit, parts) = limit(&rules, &args.rule, &args.parts, args.raw)?;
         let store = shown(&args.store.store);
         let opened = tollgate::open_store(&args.store.store)
             .map_err(|e| Failure::with(format_args!("cannot open the store {store}"), &e))?;
         let limiter = limiter(opened);
         Ok(Target {
             limit,
+            parts,
             limiter,
             store,
         })
@@ -59,9 +64,19 @@ pub(crate) fn parts_shown(parts: &[String]) -> String {
     shown.join(" / ")
 }
 
-/// The limit of rule `name` for `parts`, with an error naming the rule's
-/// key parts when there are not as many.
-fn limit(rules: &RuleSet, name: &str, parts: &[String]) -> Result<Limit, Failure> {
+/// The name of the key part that holds a visitor's address.
+pub(crate) const VISITOR_PART: &str = "visitor";
+
+/// The limit of rule `name` for `parts`, and its parts as stored: each
+/// part the rule names [`VISITOR_PART`] read as a visitor's address unless
+/// `raw`. An error names the rule's key parts when there are not as many,
+/// and says what a visitor part takes when one is not an address.
+fn limit(
+    rules: &RuleSet,
+    name: &str,
+    parts: &[String],
+    raw: bool,
+) -> Result<(Limit, Vec<String>), Failure> {
     let rule = rules.get(name).map_err(|_| {
         let names: Vec<&str> = rules.iter().map(Rule::name).collect();
         Failure::new(format!(
@@ -81,7 +96,40 @@ fn limit(rules: &RuleSet, name: &str, parts: &[String]) -> Result<Limit, Failure
             parts.len()
         )));
     }
-    Ok(rule.limit(parts)?)
+    let parts = expected
+        .iter()
+        .zip(parts)
+        .map(|(part, given)| match &**part {
+            VISITOR_PART if !raw => visitor(name, given),
+            _ => Ok(given.clone()),
+        })
+        .collect::<Result<Vec<String>, Failure>>()?;
+    Ok((rule.limit(&parts)?, parts))
+}
+
+/// The key part of the visitor at `address`, as the service derives it
+/// ([`Visitor`]): an IPv4 address as it is, an IPv6 address's /64 (given
+/// as any address of it, or as the /64 itself), `local`.
+fn visitor(rule: &str, address: &str) -> Result<String, Failure> {
+    let given = address.trim_matches([' ', '\t']);
+    if given == Visitor::LOCAL {
+        return Ok(Visitor::local().to_string());
+    }
+    let network = given
+        .strip_suffix("/64")
+        .and_then(|ip| ip.parse::<Ipv6Addr>().ok())
+        .filter(|ip| ip.to_ipv4_mapped().is_none());
+    if let Some(ip) = network {
+        return Ok(Visitor::from_ip(IpAddr::V6(ip)).to_string());
+    }
+    Visitor::parse(given).map(|v| v.to_string()).map_err(|_| {
+        Failure::new(format!(
+            "the `{VISITOR_PART}` part of rule `{rule}` is a visitor's address, and {} is not one \
+             (an IPv4 or IPv6 address, an IPv6 /64, or `{}`); pass --raw to take it as given",
+            part_shown(address),
+            Visitor::LOCAL
+        ))
+    })
 }
 
 /// One key part as shown: plain, or quoted with escapes when it is empty or
@@ -104,10 +152,74 @@ mod tests {
 
     fn arity_error(name: &str, parts: &[&str]) -> String {
         let parts: Vec<String> = parts.iter().map(|p| (*p).to_owned()).collect();
-        match limit(&RuleSet::defaults(), name, &parts) {
+        match limit(&RuleSet::defaults(), name, &parts, false) {
             Ok(limit) => panic!("built {limit:?}"),
             Err(err) => err.to_string(),
         }
+    }
+
+    /// The key parts of rule `ask` for `docs` and the visitor `address`.
+    fn ask_parts(address: &str, raw: bool) -> Result<Vec<String>, String> {
+        let parts = ["docs".to_owned(), address.to_owned()];
+        limit(&RuleSet::defaults(), "ask", &parts, raw)
+            .map(|(_, parts)| parts)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_visitor_part_is_keyed_as_the_service_keys_the_address() {
+        for (given, stored) in [
+            ("203.0.113.9", "203.0.113.9"),
+            ("2001:db8:0:1::9", "2001:db8:0:1::/64"),
+            ("2001:0DB8:0000:0001:ffff::1", "2001:db8:0:1::/64"),
+            ("2001:db8:0:1::/64", "2001:db8:0:1::/64"),
+            ("2001:db8:0:1:9::/64", "2001:db8:0:1::/64"),
+            ("::ffff:203.0.113.9", "203.0.113.9"),
+            ("local", "local"),
+        ] {
+            assert_eq!(
+                ask_parts(given, false),
+                Ok(vec!["docs".into(), stored.into()]),
+                "{given}"
+            );
+        }
+        let rule = RuleSet::defaults();
+        let rule = rule.get("ask").unwrap_or_else(|e| panic!("{e}"));
+        let key = rule
+            .limit(&["docs", "2001:db8:0:1::/64"])
+            .map(|l| l.key().to_owned());
+        let parts = ask_parts("2001:db8:0:1::7", false).unwrap_or_default();
+        assert_eq!(
+            rule.limit(&parts).map(|l| l.key().to_owned()).ok(),
+            key.ok()
+        );
+    }
+
+    #[test]
+    fn a_visitor_part_that_is_not_an_address_is_an_error_unless_raw() {
+        for bad in [
+            "",
+            "nope",
+            "1.2.3",
+            "203.0.113.9/32",
+            "2001:db8::/48",
+            "::ffff:1.2.3.4/64",
+        ] {
+            let err = ask_parts(bad, false).err().unwrap_or_default();
+            assert!(
+                err.starts_with("the `visitor` part of rule `ask` is a visitor's address, and "),
+                "{bad:?}: {err}"
+            );
+            assert!(err.ends_with("pass --raw to take it as given"), "{err}");
+        }
+        assert_eq!(
+            ask_parts("nope", true),
+            Ok(vec!["docs".into(), "nope".into()])
+        );
+        assert_eq!(
+            ask_parts("2001:db8:0:1::9", true),
+            Ok(vec!["docs".into(), "2001:db8:0:1::9".into()])
+        );
     }
 
     #[test]

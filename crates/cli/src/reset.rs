@@ -1,18 +1,26 @@
 //! `tollgate reset`: clears one limit's counter for the current window.
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::time::Duration;
 
 use serde_json::json;
+use tollgate::Limiter;
 
 use crate::args::ResetArgs;
 use crate::failure::Failure;
 use crate::limit::{Target, parts_shown};
 
-/// Asks (unless `--yes`), then resets; whether a counter existed.
+/// How long other instances may keep refusing a counter reset here: the
+/// age of their caches of full counters, by default. (This process cannot
+/// see another's setting; an application that sets its own age says so.)
+const OTHERS_MAY_REFUSE: Duration = Limiter::DEFAULT_CACHE_AGE;
+
+/// Asks (unless `--yes`), then resets; whether a counter existed, and how
+/// long running instances may keep refusing the limit.
 pub(crate) async fn run(args: &ResetArgs) -> Result<String, Failure> {
     let target = Target::open(&args.limit)?;
     let name = target.limit.rule().name();
-    let what = match args.limit.parts.as_slice() {
+    let what = match target.parts.as_slice() {
         [] => format!("`{name}`"),
         parts => format!("`{name}` for {}", parts_shown(parts)),
     };
@@ -28,16 +36,31 @@ pub(crate) async fn run(args: &ResetArgs) -> Result<String, Failure> {
         let report = json!({
             "store": target.store,
             "rule": name,
-            "key": args.limit.parts,
+            "key": target.parts,
             "existed": existed,
+            "others_may_refuse_for_secs": OTHERS_MAY_REFUSE.as_secs_f64(),
         });
         return Ok(format!("{report:#}\n"));
     }
     Ok(if existed {
-        format!("reset {what}: the current window's counter was cleared\n")
+        format!(
+            "reset {what}: the current window's counter was cleared\n\
+             running instances may keep refusing it for up to {}: the age of their caches \
+             of full counters (the default; an application may set its own)\n",
+            shown(OTHERS_MAY_REFUSE)
+        )
     } else {
         format!("reset {what}: no counter existed in the current window\n")
     })
+}
+
+/// `2 s`, or `500 ms` below a second.
+fn shown(age: Duration) -> String {
+    if age.subsec_millis() == 0 {
+        format!("{} s", age.as_secs())
+    } else {
+        format!("{} ms", age.as_millis())
+    }
 }
 
 /// Asks on the terminal; an error unless the answer is yes, or when stdin

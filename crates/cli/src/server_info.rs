@@ -92,13 +92,42 @@ pub(crate) fn warnings(info: &BTreeMap<String, String>) -> Vec<String> {
         ));
     }
     if info.get("role").is_some_and(|role| role == "slave") {
+        // Doctor got here, so this replica took a write (replica-read-only no).
         warnings.push(
-            "the server is a replica (role:slave): it refuses writes (READONLY), so every \
-             check fails; point the store at the primary"
+            "the server is a replica (role:slave) that takes writes: counts written to it are \
+             never replicated and are lost when it syncs with its primary; point the store \
+             at the primary"
                 .to_owned(),
         );
     }
     warnings
+}
+
+/// What `INFO` tells of a server that refused a check's write, each as one
+/// hint: a replica, or a server full under `noeviction`.
+pub(crate) fn refusing_writes(info: &BTreeMap<String, String>) -> Vec<String> {
+    let mut hints = Vec::new();
+    if info.get("role").is_some_and(|role| role == "slave") {
+        hints.push(
+            "the server is a replica (role:slave), which refuses writes: point the store at \
+             the primary"
+                .to_owned(),
+        );
+    }
+    let number = |name: &str| info.get(name).and_then(|v| v.parse::<u64>().ok());
+    if let (Some(used), Some(max)) = (number("used_memory"), number("maxmemory"))
+        && max > 0
+        && used >= max
+        && info
+            .get("maxmemory_policy")
+            .is_some_and(|p| p == "noeviction")
+    {
+        hints.push(format!(
+            "the server is full (used_memory {used} of maxmemory {max}, maxmemory-policy \
+             noeviction): raise maxmemory or free memory"
+        ));
+    }
+    hints
 }
 
 #[cfg(test)]
@@ -133,6 +162,28 @@ mod tests {
             let found = warnings(&info(text));
             assert_eq!(found.len(), 1, "{text}: {found:?}");
             assert!(found[0].contains(word), "{text}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn a_replica_or_a_full_server_is_named_when_a_write_is_refused() {
+        let full = "used_memory:2000\r\nmaxmemory:1000\r\nmaxmemory_policy:noeviction\r\n";
+        let found = refusing_writes(&info(&format!("role:master\r\n{full}")));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("the server is full (used_memory 2000 of maxmemory 1000"));
+        let found = refusing_writes(&info("role:slave\r\nmaxmemory:0\r\nused_memory:5\r\n"));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("replica (role:slave)"), "{found:?}");
+        for roomy in [
+            "role:master\r\nused_memory:900\r\nmaxmemory:1000\r\nmaxmemory_policy:noeviction",
+            "role:master\r\nused_memory:900\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction",
+            "role:master\r\nused_memory:2000\r\nmaxmemory:1000\r\nmaxmemory_policy:allkeys-lru",
+        ] {
+            assert_eq!(
+                refusing_writes(&info(roomy)),
+                Vec::<String>::new(),
+                "{roomy}"
+            );
         }
     }
 

@@ -25,7 +25,7 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
     if args.json {
         let key: serde_json::Map<String, serde_json::Value> = names
             .iter()
-            .zip(&args.parts)
+            .zip(&target.parts)
             .map(|(name, part)| (name.to_string(), json!(part)))
             .collect();
         let report = json!({
@@ -49,7 +49,7 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
     }
     let key: Vec<String> = names
         .iter()
-        .zip(&args.parts)
+        .zip(&target.parts)
         .map(|(name, part)| format!("{name}={}", part_shown(part)))
         .collect();
     let mut flags = Vec::new();

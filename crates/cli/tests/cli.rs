@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use tollgate::{Limiter, RuleSet};
+use tollgate::{Limiter, RuleSet, Visitor};
 use tollgate_test_support::redis_server::{RedisServer, RedisServerOptions};
 use tollgate_test_support::unique;
 
@@ -419,7 +419,9 @@ fn reset_with_yes_clears_the_counter_and_says_whether_one_existed() {
     let run = tollgate(&args);
     assert_eq!(
         run.ok(),
-        "reset `ask` for docs / 203.0.113.9: the current window's counter was cleared\n"
+        "reset `ask` for docs / 203.0.113.9: the current window's counter was cleared\n\
+         running instances may keep refusing it for up to 2 s: the age of their caches of \
+         full counters (the default; an application may set its own)\n"
     );
     assert_eq!(remaining(&url, &rules, "ask", &["docs", "203.0.113.9"]), 15);
     assert_eq!(
@@ -444,6 +446,121 @@ fn reset_with_yes_clears_the_counter_and_says_whether_one_existed() {
     ])
     .json();
     assert_eq!(json["existed"], true);
+    assert_eq!(json["key"], serde_json::json!(["docs", "198.51.100.7"]));
+    assert_eq!(json["others_may_refuse_for_secs"], 2.0, "{json:#}");
+}
+
+/// The key part a service keys the visitor at `address` by, as the axum
+/// guard and the demo derive it (`Visitor::from_ip` of the peer address).
+fn visitor(address: &str) -> String {
+    Visitor::from_ip(address.parse().unwrap()).to_string()
+}
+
+#[test]
+fn status_and_reset_key_a_visitor_address_as_the_service_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let rules = RuleSet::defaults();
+    // What the demo writes for three visitors: two /64s and an IPv4 address.
+    let ours = visitor("2001:db8:0:1::9");
+    assert_eq!(ours, "2001:db8:0:1::/64");
+    let neighbour = visitor("2001:db8:0:2::9");
+    count(&url, &rules, "ask", &["docs", &ours], 4);
+    count(&url, &rules, "ask", &["docs", &neighbour], 1);
+    count(&url, &rules, "ask", &["docs", "203.0.113.9"], 2);
+
+    // Any address of the /64, in any spelling, or the /64 itself.
+    for given in [
+        "2001:db8:0:1::9",
+        "2001:DB8:0:1:ffff::1",
+        "2001:db8:0:1::/64",
+    ] {
+        let json = tollgate(&["status", "--store", &url, "--json", "ask", "docs", given]).json();
+        assert_eq!(json["count"], 4, "{given}: {json:#}");
+        assert_eq!(json["key"]["visitor"], ours.as_str());
+    }
+    let json = tollgate(&[
+        "status",
+        "--store",
+        &url,
+        "--json",
+        "ask",
+        "docs",
+        "203.0.113.9",
+    ]);
+    assert_eq!(json.json()["count"], 2, "IPv4 as it is");
+    let json = tollgate(&[
+        "status",
+        "--store",
+        &url,
+        "--json",
+        "ask-burst",
+        "::ffff:203.0.113.9",
+    ]);
+    assert_eq!(
+        json.json()["key"]["visitor"],
+        "203.0.113.9",
+        "IPv4-mapped is IPv4"
+    );
+
+    let run = tollgate(&[
+        "reset",
+        "--store",
+        &url,
+        "--yes",
+        "ask",
+        "docs",
+        "2001:db8:0:1:aaaa::5",
+    ]);
+    assert!(
+        run.ok().starts_with(
+            "reset `ask` for docs / \"2001:db8:0:1::/64\": the current window's counter was cleared\n"
+        ),
+        "{run:#?}"
+    );
+    assert_eq!(
+        remaining(&url, &rules, "ask", &["docs", &ours]),
+        15,
+        "cleared"
+    );
+    assert_eq!(
+        remaining(&url, &rules, "ask", &["docs", &neighbour]),
+        14,
+        "another /64"
+    );
+    assert_eq!(remaining(&url, &rules, "ask", &["docs", "203.0.113.9"]), 13);
+
+    // Not an address: an error naming the part, never a key of its own.
+    for bad in [
+        "2001:db8:0:1::9:80:1:2:3",
+        "203.0.113",
+        "visitor-7",
+        "2001:db8::/48",
+    ] {
+        for command in [&["status"][..], &["reset", "--yes"]] {
+            let run = tollgate(&[command, &["--store", &url, "ask", "docs", bad]].concat());
+            let line = run.error_line(1);
+            assert!(
+                line.starts_with(&format!(
+                    "tollgate: error: the `visitor` part of rule `ask` is a visitor's address, and {bad} is not one"
+                )) || line.contains(&format!("and \"{bad}\" is not one")),
+                "{line}"
+            );
+        }
+    }
+    // --raw takes the part as given: the demo never writes such a key.
+    let raw = [
+        "status",
+        "--store",
+        &url,
+        "--json",
+        "--raw",
+        "ask",
+        "docs",
+        "2001:db8:0:1::9",
+    ];
+    assert_eq!(tollgate(&raw).json()["count"], 0);
+    assert!(tollgate(&["status", "--help"]).ok().contains("--raw"));
 }
 
 #[test]
@@ -512,6 +629,29 @@ fn doctor_on_a_durable_primary_without_eviction_is_healthy_with_no_warning() {
         "{report}"
     );
     assert!(report.contains("\nreachable  yes (first call "), "{report}");
+    assert!(
+        report.contains("\nwritable   yes (a reservation and a delete of a throwaway counter, "),
+        "{report}"
+    );
+    // Its throwaway counter is deleted (or, its second over, about to expire).
+    block_on(async {
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // (Other keys, the stores' records of check ids, have lifetimes of their own.)
+        for key in keys.iter().filter(|k| k.contains("tollgate-doctor")) {
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert!((0..=1_000).contains(&ttl), "{key}: {ttl} ms");
+        }
+    });
     assert!(report.contains("\nlatency    20 calls: min "), "{report}");
     assert!(
         report.contains("role master, appendonly yes, maxmemory-policy noeviction"),
@@ -551,17 +691,127 @@ fn doctor_warns_when_the_eviction_policy_could_drop_live_counters() {
     }
 }
 
+/// The line of a doctor that found the store refusing a check's write.
+fn refuses_writes(run: &Run) -> &str {
+    let line = run.error_line(1);
+    let refusal = " answers but refuses the write every check makes, so every check would fail: ";
+    assert!(line.contains(refusal), "{line}");
+    assert!(run.stdout.is_empty(), "{run:#?}");
+    line
+}
+
 #[test]
-fn doctor_warns_on_a_replica() {
+fn doctor_fails_on_a_read_only_replica() {
     let primary = RedisServer::start_with(RedisServerOptions::durable());
     let port = primary.port().to_string();
     let options = RedisServerOptions::durable().args(["--replicaof", "127.0.0.1", port.as_str()]);
     let replica = RedisServer::start_with(options);
     let run = doctor(&replica.url());
+    let line = refuses_writes(&run);
+    assert!(line.contains("READONLY"), "{line}");
+    assert!(line.ends_with("the server is a replica (role:slave), which refuses writes: point the store at the primary"), "{line}");
+}
+
+#[test]
+fn doctor_fails_on_a_replica_whose_primary_is_gone() {
+    let nobody = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nobody = nobody.to_string();
+    let options = RedisServerOptions::durable().args([
+        "--replicaof",
+        "127.0.0.1",
+        nobody.as_str(),
+        "--replica-read-only",
+        "yes",
+    ]);
+    let replica = RedisServer::start_with(options);
+    let line = refuses_writes(&doctor(&replica.url())).to_owned();
+    assert!(
+        line.contains("READONLY") && line.contains("replica (role:slave)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn doctor_passes_a_writable_replica_with_a_warning() {
+    let primary = RedisServer::start_with(RedisServerOptions::durable());
+    let port = primary.port().to_string();
+    let options = RedisServerOptions::durable().args([
+        "--replicaof",
+        "127.0.0.1",
+        port.as_str(),
+        "--replica-read-only",
+        "no",
+    ]);
+    let replica = RedisServer::start_with(options);
+    let run = doctor(&replica.url());
     let report = run.ok();
     let found = warnings(report);
     assert_eq!(found.len(), 1, "{report}");
-    assert!(found[0].contains("replica (role:slave)"), "{report}");
+    assert!(
+        found[0].contains("replica (role:slave) that takes writes"),
+        "{report}"
+    );
+}
+
+#[test]
+fn doctor_fails_on_a_full_server_without_eviction() {
+    let options = RedisServerOptions::durable().args(["--maxmemory-policy", "noeviction"]);
+    let server = RedisServer::start_with(options);
+    server.require_private("fill its memory");
+    block_on(async {
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let used: u64 = info
+            .lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(used + 256 * 1024)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // Fill it: 16 KiB values until the server refuses one.
+        let value = "x".repeat(16 * 1024);
+        let full = async {
+            for i in 0..1_000 {
+                let set: Result<(), _> = redis::cmd("SET")
+                    .arg(format!("filler:{i}"))
+                    .arg(&value)
+                    .query_async(&mut conn)
+                    .await;
+                if let Err(err) = set {
+                    return err.to_string();
+                }
+            }
+            panic!("a server of 256 KiB more took 16 MiB");
+        };
+        assert!(full.await.contains("OOM"));
+    });
+    let run = doctor(&server.url());
+    let line = refuses_writes(&run);
+    assert!(line.contains("OOM"), "{line}");
+    assert!(
+        line.contains("; the server is full (used_memory "),
+        "{line}"
+    );
+    assert!(
+        line.ends_with("maxmemory-policy noeviction): raise maxmemory or free memory"),
+        "{line}"
+    );
 }
 
 #[test]

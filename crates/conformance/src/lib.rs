@@ -63,6 +63,10 @@ macro_rules! conformance_tests {
             next_window_starts_fresh,
             limited_names_the_longest_wait,
             cached_and_uncached_limiters_agree,
+            a_retried_count_applies_once_and_answers_what_it_applied,
+            a_retried_reservation_answers_as_its_first_attempt,
+            a_retried_refund_gives_back_once,
+            a_reply_lost_after_the_write_is_recognised_on_retry,
         );
     };
     (@checks $harness:ty; $($check:ident),* $(,)?) => {

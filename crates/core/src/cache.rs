@@ -6,21 +6,30 @@
 //! finds a counter that cannot take its cost, the limiter remembers every
 //! counter of that check as it was seen, and refuses a later check of the
 //! same counters locally while one of them still cannot take its cost. It
-//! never admits anything: a check it cannot answer goes to the store. It
-//! may refuse a call that a refund or reset on *another* instance made room
-//! for, until the window ends; refunds and resets through this limiter
-//! clear their entries.
+//! never admits anything: a check it cannot answer goes to the store.
+//!
+//! An entry answers for at most the cache's *age* after the store gave its
+//! count (and never past its window's end); after that the next check goes
+//! to the store, whose answer notes the entry afresh. So a refund or reset
+//! made on *another* instance (`tollgate reset`, another process's settle)
+//! is seen within the age; until then a call it made room for may still be
+//! refused here. Refunds and resets through this limiter clear their
+//! entries at once.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use crate::{Counter, Usage, observe};
 
-/// A bounded map of counter keys to the count last seen, oldest evicted first.
+/// A bounded map of counter keys to the count last seen, oldest evicted
+/// first; each entry answers for at most `age`.
 #[derive(Debug)]
 pub(crate) struct LocalCache {
     capacity: usize,
+    /// How long after the store gave a count its entry may answer.
+    age: Duration,
     inner: Mutex<Inner>,
     /// Bumped by every [`LocalCache::forget`], under the lock: a store
     /// answer obtained before a refund or reset is never noted after it.
@@ -30,10 +39,21 @@ pub(crate) struct LocalCache {
     entries: AtomicUsize,
 }
 
+/// What the store last said of one counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seen {
+    /// The count.
+    count: u64,
+    /// The Unix second the counter's window ends.
+    ends: u64,
+    /// When the check that the store answered began, by the limiter's clock.
+    at: Duration,
+}
+
 #[derive(Debug, Default)]
 struct Inner {
-    /// Counter key → (count last seen, the Unix second its window ends).
-    seen: HashMap<String, (u64, u64)>,
+    /// Counter key → what the store last said of it.
+    seen: HashMap<String, Seen>,
     /// Keys in the order they were first remembered (some may have been
     /// forgotten since; they are skipped, and compacted away in time).
     order: VecDeque<String>,
@@ -52,10 +72,12 @@ impl Inner {
 }
 
 impl LocalCache {
-    /// A cache holding at most `capacity` counters.
-    pub(crate) fn new(capacity: usize) -> LocalCache {
+    /// A cache holding at most `capacity` counters, each answering for at
+    /// most `age` after the store gave its count.
+    pub(crate) fn new(capacity: usize, age: Duration) -> LocalCache {
         LocalCache {
             capacity: capacity.max(1),
+            age,
             inner: Mutex::default(),
             epoch: AtomicU64::new(0),
             entries: AtomicUsize::new(0),
@@ -78,10 +100,18 @@ impl LocalCache {
         observe::cache_entries(inner.seen.len());
     }
 
-    /// The counts last seen of every counter of a check, when every one is
-    /// known and at least one of them cannot take its cost now; `None`
-    /// otherwise (the store must answer).
-    pub(crate) fn refusal(&self, counters: &[Counter], now: u64) -> Option<Vec<u64>> {
+    /// Whether an entry the store gave at `at` still answers at `now`: its
+    /// window has not ended and it is younger than the age. A clock that
+    /// went back (an entry from the future) makes it answer no more.
+    fn answers(&self, seen: &Seen, now: Duration) -> bool {
+        seen.ends > now.as_secs() && now.checked_sub(seen.at).is_some_and(|age| age < self.age)
+    }
+
+    /// The counts last seen of every counter of a check at `now` (the
+    /// limiter's clock), when every one is known, still answers (see
+    /// [`note`](LocalCache::note)) and at least one of them cannot take its
+    /// cost; `None` otherwise (the store must answer).
+    pub(crate) fn refusal(&self, counters: &[Counter], now: Duration) -> Option<Vec<u64>> {
         if self.is_empty() {
             return None;
         }
@@ -89,23 +119,25 @@ impl LocalCache {
         let mut counts = Vec::with_capacity(counters.len());
         let mut full = false;
         for counter in counters {
-            let &(count, ends) = inner.seen.get(&counter.key)?;
-            if ends <= now {
+            let seen = inner.seen.get(&counter.key)?;
+            if !self.answers(seen, now) {
                 return None;
             }
-            full |= !counter.fits(count);
-            counts.push(count);
+            full |= !counter.fits(seen.count);
+            counts.push(seen.count);
         }
         full.then_some(counts)
     }
 
-    /// Notes what the store answered for a check whose store call began at
-    /// `epoch`: each counter's count, until its window resets. Counters
-    /// already remembered take the new count; when the check found one of
+    /// Notes what the store answered for a check that began at `at` (the
+    /// limiter's clock) and whose store call began at `epoch`: each
+    /// counter's count, answering until its window resets or the age has
+    /// passed since `at`, whichever comes first. Counters already
+    /// remembered take the new count and time; when the check found one of
     /// them `full`, every counter of it is remembered. An answer from before
     /// a refund or reset (an older epoch) is dropped: it may predate the
     /// room the refund made.
-    pub(crate) fn note(&self, epoch: u64, usage: &[Usage], full: bool) {
+    pub(crate) fn note(&self, epoch: u64, usage: &[Usage], full: bool, at: Duration) {
         if !full && self.is_empty() {
             return;
         }
@@ -114,7 +146,12 @@ impl LocalCache {
             return;
         }
         for usage in usage {
-            let (key, seen) = (usage.counter_key(), (usage.count(), usage.reset()));
+            let key = usage.counter_key();
+            let seen = Seen {
+                count: usage.count(),
+                ends: usage.reset(),
+                at,
+            };
             match inner.seen.get_mut(key) {
                 Some(entry) => *entry = seen,
                 None if !full => {}
@@ -163,9 +200,14 @@ impl LocalCache {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
+
+    /// An age longer than the minute windows these tests use.
+    const AGE: Duration = Duration::from_secs(3_600);
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
 
     /// What a check saw of counter `key`: `count`, its minute window
     /// ending at second 60.
@@ -187,19 +229,19 @@ mod tests {
 
     #[test]
     fn refuses_only_what_cannot_fit_and_only_until_the_window_ends() {
-        let cache = LocalCache::new(10);
+        let cache = LocalCache::new(10, AGE);
         let full = [counter("a", 1, 5), counter("b", 1, 100)];
-        assert_eq!(cache.refusal(&full, 0), None, "nothing known");
-        cache.note(0, &[seen("a", 5), seen("b", 7)], true);
-        assert_eq!(cache.refusal(&full, 10), Some(vec![5, 7]));
-        assert_eq!(cache.refusal(&full, 60), None, "the window ended");
+        assert_eq!(cache.refusal(&full, secs(0)), None, "nothing known");
+        cache.note(0, &[seen("a", 5), seen("b", 7)], true, secs(0));
+        assert_eq!(cache.refusal(&full, secs(10)), Some(vec![5, 7]));
+        assert_eq!(cache.refusal(&full, secs(60)), None, "the window ended");
         let roomy = [counter("b", 1, 100)];
-        assert_eq!(cache.refusal(&roomy, 10), None, "b alone has room");
+        assert_eq!(cache.refusal(&roomy, secs(10)), None, "b alone has room");
         let other = [counter("a", 1, 5), counter("c", 1, 100)];
-        assert_eq!(cache.refusal(&other, 10), None, "c is not known");
+        assert_eq!(cache.refusal(&other, secs(10)), None, "c is not known");
         cache.forget(["a"]);
         assert_eq!(
-            cache.refusal(&full, 10),
+            cache.refusal(&full, secs(10)),
             None,
             "a refund or reset clears it"
         );
@@ -207,25 +249,25 @@ mod tests {
 
     #[test]
     fn a_cheaper_call_that_fits_is_not_refused() {
-        let cache = LocalCache::new(10);
-        cache.note(0, &[seen("t", 950)], true);
+        let cache = LocalCache::new(10, AGE);
+        cache.note(0, &[seen("t", 950)], true, secs(0));
         assert_eq!(
-            cache.refusal(&[counter("t", 100, 1_000)], 1),
+            cache.refusal(&[counter("t", 100, 1_000)], secs(1)),
             Some(vec![950])
         );
-        assert_eq!(cache.refusal(&[counter("t", 50, 1_000)], 1), None);
+        assert_eq!(cache.refusal(&[counter("t", 50, 1_000)], secs(1)), None);
     }
 
     #[test]
     fn later_answers_update_what_is_remembered_and_add_nothing_new() {
-        let cache = LocalCache::new(10);
-        cache.note(0, &[seen("a", 7)], false);
+        let cache = LocalCache::new(10, AGE);
+        cache.note(0, &[seen("a", 7)], false, secs(0));
         assert_eq!(cache.len(), 0, "nothing full, nothing remembered");
-        cache.note(0, &[seen("a", 5)], true);
-        cache.note(0, &[seen("a", 2), seen("b", 1)], false);
+        cache.note(0, &[seen("a", 5)], true, secs(0));
+        cache.note(0, &[seen("a", 2), seen("b", 1)], false, secs(0));
         assert_eq!(cache.len(), 1, "b was not full and not known");
         assert_eq!(
-            cache.refusal(&[counter("a", 1, 5)], 1),
+            cache.refusal(&[counter("a", 1, 5)], secs(1)),
             None,
             "a now holds 2"
         );
@@ -233,21 +275,21 @@ mod tests {
 
     #[test]
     fn an_answer_from_before_a_refund_or_reset_is_not_noted() {
-        let cache = LocalCache::new(10);
+        let cache = LocalCache::new(10, AGE);
         let epoch = cache.epoch();
         cache.forget(["a"]);
-        cache.note(epoch, &[seen("a", 5)], true);
+        cache.note(epoch, &[seen("a", 5)], true, secs(0));
         assert_eq!(cache.len(), 0, "a stale full answer came back");
-        cache.note(cache.epoch(), &[seen("a", 5)], true);
+        cache.note(cache.epoch(), &[seen("a", 5)], true, secs(0));
         assert_eq!(cache.len(), 1);
     }
 
     #[test]
     fn forgotten_keys_never_grow_the_order_without_bound() {
-        let cache = LocalCache::new(4);
+        let cache = LocalCache::new(4, AGE);
         for round in 0..100 {
             let key = format!("k{round}");
-            cache.note(cache.epoch(), &[seen(&key, 1)], true);
+            cache.note(cache.epoch(), &[seen(&key, 1)], true, secs(0));
             cache.forget([key.as_str()]);
         }
         assert!(cache.lock().order.len() <= 8);
@@ -255,9 +297,9 @@ mod tests {
 
     #[test]
     fn forgetting_every_counter_leaves_the_cache_empty() {
-        let cache = LocalCache::new(10);
+        let cache = LocalCache::new(10, AGE);
         assert!(cache.is_empty());
-        cache.note(0, &[seen("a", 5), seen("b", 1)], true);
+        cache.note(0, &[seen("a", 5), seen("b", 1)], true, secs(0));
         assert!(!cache.is_empty());
         cache.forget(["a", "x"]);
         assert!(!cache.is_empty(), "b is still known");
@@ -270,12 +312,57 @@ mod tests {
 
     #[test]
     fn holds_at_most_its_capacity_evicting_the_oldest() {
-        let cache = LocalCache::new(3);
+        let cache = LocalCache::new(3, AGE);
         for key in ["a", "b", "c", "d"] {
-            cache.note(0, &[seen(key, 1)], true);
+            cache.note(0, &[seen(key, 1)], true, secs(0));
         }
         assert_eq!(cache.len(), 3);
-        assert_eq!(cache.refusal(&[counter("a", 1, 1)], 1), None, "evicted");
-        assert!(cache.refusal(&[counter("d", 1, 1)], 1).is_some());
+        assert_eq!(
+            cache.refusal(&[counter("a", 1, 1)], secs(1)),
+            None,
+            "evicted"
+        );
+        assert!(cache.refusal(&[counter("d", 1, 1)], secs(1)).is_some());
+    }
+
+    #[test]
+    fn an_entry_answers_before_its_age_and_not_from_it_on() {
+        let age = Duration::from_secs(2);
+        let cache = LocalCache::new(10, age);
+        let full = [counter("a", 1, 5)];
+        let noted = Duration::from_millis(10_500);
+        cache.note(0, &[seen("a", 5)], true, noted);
+        assert_eq!(cache.refusal(&full, noted), Some(vec![5]), "at once");
+        let almost = noted + age - Duration::from_nanos(1);
+        assert_eq!(
+            cache.refusal(&full, almost),
+            Some(vec![5]),
+            "within the age"
+        );
+        assert_eq!(cache.refusal(&full, noted + age), None, "at its age");
+        assert_eq!(cache.refusal(&full, secs(30)), None, "past it");
+        // The store's next answer notes it afresh.
+        cache.note(cache.epoch(), &[seen("a", 5)], true, secs(30));
+        assert_eq!(cache.refusal(&full, secs(31)), Some(vec![5]));
+        assert_eq!(cache.refusal(&full, secs(32)), None);
+    }
+
+    #[test]
+    fn an_entry_noted_after_now_answers_no_more() {
+        // A wall clock set back: the entry's age cannot be told.
+        let cache = LocalCache::new(10, Duration::from_secs(2));
+        cache.note(0, &[seen("a", 5)], true, secs(20));
+        assert_eq!(cache.refusal(&[counter("a", 1, 5)], secs(19)), None);
+    }
+
+    #[test]
+    fn a_check_answers_only_while_every_counter_of_it_does() {
+        let cache = LocalCache::new(10, Duration::from_secs(2));
+        let both = [counter("a", 1, 5), counter("b", 1, 100)];
+        cache.note(0, &[seen("a", 5), seen("b", 7)], true, secs(10));
+        // b alone noted afresh: a is still past its age.
+        cache.note(0, &[seen("b", 8)], false, secs(11));
+        assert_eq!(cache.refusal(&both, secs(11)), Some(vec![5, 8]));
+        assert_eq!(cache.refusal(&both, secs(12)), None, "a is 2 s old");
     }
 }

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// their own time).
 ///
 /// The [`Limiter`](crate::Limiter)'s [`RetryPolicy`](crate::RetryPolicy) sets
-/// one deadline per check and a shorter one per attempt; every layer below
-/// reads the attempt's deadline instead of keeping its own timers. A store
+/// one deadline per check, which every attempt of it shares; every layer
+/// below reads it instead of keeping its own timers. A store
 /// that can tell (a Redis script reading `TIME`, the SQLite worker before it
 /// applies a call) applies nothing once the deadline has passed, so a call
 /// whose caller gave up spends nothing.
@@ -22,8 +22,9 @@ pub struct Deadline {
 impl Deadline {
     /// How late, by its own clock, a store may still apply a call: the clock
     /// skew allowed between the application's machine and the store's
-    /// (20 ms). It is less than the pause between two attempts, so an
-    /// attempt applied late never overlaps the next one.
+    /// (20 ms). Stores keep what a call applied under its
+    /// [`CheckId`](crate::CheckId) this much past the check's budget, so
+    /// that no attempt of the check can apply it again.
     pub const SKEW_MARGIN: Duration = Duration::from_millis(20);
 
     /// A deadline `budget` from now, for a call that is a whole check of
@@ -33,7 +34,7 @@ impl Deadline {
     }
 
     /// A deadline `budget` after `now`, read as `wall` on the wall clock; its
-    /// check's budget is `budget` until [`within`](Deadline::within) says otherwise.
+    /// check's budget is `budget`.
     pub(crate) fn starting(now: Instant, wall: SystemTime, budget: Duration) -> Deadline {
         let (at, budget) = match now.checked_add(budget) {
             Some(at) => (at, budget),
@@ -49,12 +50,6 @@ impl Deadline {
             unix_millis: millis.saturating_add(u64::from(wall.subsec_millis())),
             check: budget,
         }
-    }
-
-    /// The same deadline, for an attempt of a check whose whole budget is
-    /// `check` (the policy's [`worst_case`](crate::RetryPolicy::worst_case)).
-    pub(crate) fn within(self, check: Duration) -> Deadline {
-        Deadline { check, ..self }
     }
 
     /// The time budget of the whole check this attempt belongs to: the

@@ -1,15 +1,15 @@
 //! De-duplication: a delivery sent twice is processed once.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::failure::Failures;
 use crate::key::KEY_PREFIX;
 use crate::observe::Op;
 use crate::retry::Attempts;
-use crate::{Claim, Error, MAX_PART_LEN, MarkStore, RetryPolicy, StoreError};
+use crate::{
+    BreakerPolicy, CheckId, Claim, Error, MAX_PART_LEN, MarkStore, RetryPolicy, StoreError,
+};
 
 /// Marks deliveries (webhook deliveries, jobs, messages: anything sent
 /// again until acknowledged) as `<prefix><id>` in two states:
@@ -75,7 +75,11 @@ impl Deliveries {
             return Err(Error::InvalidPrefix(prefix.to_owned()));
         }
         Ok(Deliveries {
-            attempts: Arc::new(Attempts::new(store.name(), RetryPolicy::default())),
+            attempts: Arc::new(Attempts::new(
+                store.name(),
+                RetryPolicy::default(),
+                BreakerPolicy::default(),
+            )),
             store: Arc::new(store),
             prefix: prefix.into(),
             lease: Deliveries::DEFAULT_LEASE,
@@ -126,7 +130,7 @@ impl Deliveries {
         let token = token();
         let claim = self
             .attempts
-            .run(Op::Claim, true, |deadline| {
+            .run(Op::Claim, |deadline| {
                 self.store.claim(&key, &token, self.lease, deadline)
             })
             .await;
@@ -145,7 +149,7 @@ impl Deliveries {
     /// Removes the mark `key` if `token` holds it.
     async fn release(&self, key: &str, token: &str) -> Result<(), StoreError> {
         self.attempts
-            .run(Op::Release, true, |deadline| {
+            .run(Op::Release, |deadline| {
                 self.store.release(key, token, deadline)
             })
             .await
@@ -178,7 +182,7 @@ impl Delivery {
         let deliveries = &self.deliveries;
         let done = deliveries
             .attempts
-            .run(Op::Finish, true, |deadline| {
+            .run(Op::Finish, |deadline| {
                 let store = &deliveries.store;
                 store.finish(&self.key, &self.token, deliveries.done, deadline)
             })
@@ -225,24 +229,9 @@ impl Drop for Delivery {
     }
 }
 
-/// 128 random bits, as 32 hex digits; from the clock, the process and a
-/// counter if the system's random source fails.
+/// A token no other holder has: a fresh [`CheckId`], as 32 hex digits.
 fn token() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed) ^ u64::from(std::process::id()) << 32;
-        bytes[..8].copy_from_slice(&nanos.to_le_bytes());
-        bytes[8..].copy_from_slice(&n.to_le_bytes());
-    }
-    let mut text = String::with_capacity(32);
-    for byte in bytes {
-        let _ = write!(text, "{byte:02x}");
-    }
-    text
+    CheckId::new().to_string()
 }
 
 #[cfg(test)]

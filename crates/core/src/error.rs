@@ -104,7 +104,7 @@ pub enum StoreError {
     /// The store could not be reached or the connection broke (transient).
     #[error("store connection failed")]
     Connection(#[source] BoxError),
-    /// One attempt took longer than its timeout (transient).
+    /// No answer came by the check's deadline (transient).
     #[error("store call timed out after {0:?}")]
     Timeout(Duration),
     /// The store is reachable but cannot serve now: locked, loading, read-only (transient).
@@ -116,6 +116,11 @@ pub enum StoreError {
     /// The store refused the call or failed in a way a retry will not fix (permanent).
     #[error("store failed")]
     Backend(#[source] BoxError),
+    /// The store was not called: its breaker is open after repeated
+    /// transient failures (see [`BreakerPolicy`](crate::BreakerPolicy)).
+    /// Transient, but never retried within the check that got it.
+    #[error("store skipped: it keeps failing")]
+    Open,
 }
 
 impl StoreError {
@@ -123,7 +128,10 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            StoreError::Connection(_) | StoreError::Timeout(_) | StoreError::Busy(_)
+            StoreError::Connection(_)
+                | StoreError::Timeout(_)
+                | StoreError::Busy(_)
+                | StoreError::Open
         )
     }
 
@@ -135,6 +143,7 @@ impl StoreError {
             StoreError::Busy(_) => "busy",
             StoreError::InvalidReply(_) => "invalid-reply",
             StoreError::Backend(_) => "backend",
+            StoreError::Open => "breaker-open",
         }
     }
 }

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod breaker;
 mod cache;
 mod clock;
 mod deadline;
@@ -22,6 +23,7 @@ mod verdict;
 mod visitor;
 pub mod window;
 
+pub use breaker::BreakerPolicy;
 #[cfg(feature = "test-util")]
 pub use clock::ManualClock;
 pub use clock::{Clock, SystemClock};
@@ -33,8 +35,8 @@ pub use limiter::{Limiter, LimiterBuilder, Mode, Policy};
 pub use retry::RetryPolicy;
 pub use rule::{DEFAULT_RULES_TOML, MAX_MAX, MAX_NAME_LEN, Rule, RuleSet};
 pub use store::{
-    Claim, Counter, CounterStore, MARK_DONE, MAX_COUNT, MarkStore, Named, Prefixed, Reservation,
-    Store,
+    CheckId, Claim, Counter, CounterStore, MARK_DONE, MAX_COUNT, MarkStore, Named, Prefixed,
+    Reservation, Store,
 };
 #[cfg(feature = "test-util")]
 pub use test_util::{Fault, Faults, Faulty, Hook, Hooked};

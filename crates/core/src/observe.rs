@@ -2,10 +2,29 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `tollgate_checks_total` | counter | `rule`, `outcome`: `allowed`, `limited`, `shadow-limited`, `degraded`, `unavailable`, `answered-locally` |
+//! | `tollgate_checks_total` | counter | `rule`, `outcome`: see below |
 //! | `tollgate_store_call_seconds` | histogram | `store`, `op`: `count`, `reserve`, `refund`, `get`, `delete`, `claim`, `finish`, `release` |
 //! | `tollgate_store_errors_total` | counter | `store`, `kind`: `connection`, `timeout`, `busy`, `invalid-reply`, `backend` |
 //! | `tollgate_cache_entries` | gauge | |
+//! | `tollgate_breaker_open` | gauge | `store`: 1 while its breaker is open, else 0 |
+//! | `tollgate_breaker_transitions_total` | counter | `store`, `to`: `open`, `closed` |
+//! | `tollgate_breaker_answered_total` | counter | `store`, `outcome`: `degraded`, `unavailable`: checks answered without the store while its breaker was open |
+//!
+//! A check counts one outcome for each of its rules:
+//!
+//! | outcome | the rule's part in the check |
+//! |---|---|
+//! | `allowed` | the check was allowed |
+//! | `limited` | this rule was over: it refused the call (the store answered) |
+//! | `answered-locally` | this rule was over, and the local cache of full counters refused the call without a store round trip |
+//! | `not-spent` | another rule refused a reservation: this one had room, and nothing was spent on it |
+//! | `counted` | another rule refused a count: this one had room, and its cost was counted all the same |
+//! | `shadow-limited` | a shadow rule that would have refused the call (it never refuses) |
+//! | `degraded` | the store failed and the fail-open policy allowed the call |
+//! | `unavailable` | the store failed and the fail-closed policy refused the call |
+//!
+//! So `limited` + `answered-locally` of a rule is how many calls that rule
+//! refused, whatever else the calls were checked against.
 //!
 //! With no recorder installed every call is a no-op.
 
@@ -25,6 +44,12 @@ pub const STORE_CALL_SECONDS: &str = "tollgate_store_call_seconds";
 pub const STORE_ERRORS: &str = "tollgate_store_errors_total";
 /// Entries held by the local cache of full counters.
 pub const CACHE_ENTRIES: &str = "tollgate_cache_entries";
+/// Whether a store's breaker is open (1) or closed (0).
+pub const BREAKER_OPEN: &str = "tollgate_breaker_open";
+/// A store's breaker opening or closing, by the state it went to.
+pub const BREAKER_TRANSITIONS: &str = "tollgate_breaker_transitions_total";
+/// Checks answered by their policy without the store, its breaker open.
+pub const BREAKER_ANSWERED: &str = "tollgate_breaker_answered_total";
 
 /// How a check ended, for one of its rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,16 +61,22 @@ pub(crate) enum Outcome {
     Degraded,
     Unavailable,
     AnsweredLocally,
+    /// Another rule refused a reservation; this one spent nothing.
+    NotSpent,
+    /// Another rule refused a count; this one was counted.
+    Counted,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 6] = [
+    const ALL: [Outcome; 8] = [
         Outcome::Allowed,
         Outcome::Limited,
         Outcome::ShadowLimited,
         Outcome::Degraded,
         Outcome::Unavailable,
         Outcome::AnsweredLocally,
+        Outcome::NotSpent,
+        Outcome::Counted,
     ];
 
     fn as_str(self) -> &'static str {
@@ -56,25 +87,34 @@ impl Outcome {
             Outcome::Degraded => "degraded",
             Outcome::Unavailable => "unavailable",
             Outcome::AnsweredLocally => "answered-locally",
+            Outcome::NotSpent => "not-spent",
+            Outcome::Counted => "counted",
         }
     }
 }
 
-/// Counts a check's outcome once per rule of the check; a shadow rule that
-/// would have refused counts as `shadow-limited`. Whether one did.
+/// Counts a check's outcome once per rule of the check (the module's
+/// table): of a refused check, only the rules that were over count as
+/// refusing it; a shadow rule that would have refused counts as
+/// `shadow-limited`. Whether one did.
 pub(crate) fn check(verdict: &Verdict, local: bool) -> bool {
-    let outcome = match (verdict.is_allowed(), local) {
-        (true, _) => Outcome::Allowed,
-        (false, false) => Outcome::Limited,
-        (false, true) => Outcome::AnsweredLocally,
-    };
+    let allowed = verdict.is_allowed();
     let mut shadow_limited = false;
     for usage in verdict.usage() {
         let outcome = if usage.is_shadow_over() {
             shadow_limited = true;
             Outcome::ShadowLimited
+        } else if allowed {
+            Outcome::Allowed
+        } else if usage.is_over() && local {
+            Outcome::AnsweredLocally
+        } else if usage.is_over() {
+            Outcome::Limited
+        } else if verdict.has_spent() {
+            // Only a count spends when refused.
+            Outcome::Counted
         } else {
-            outcome
+            Outcome::NotSpent
         };
         usage.metrics().count(usage.shared_name(), outcome);
     }
@@ -96,7 +136,7 @@ pub(crate) fn failed(limits: &[Limit], outcome: Outcome) {
 /// before the first check). Clones of a rule share them; they take no part
 /// in a rule's equality.
 #[derive(Clone, Default)]
-pub(crate) struct RuleMetrics(Arc<OnceLock<[metrics::Counter; 6]>>);
+pub(crate) struct RuleMetrics(Arc<OnceLock<[metrics::Counter; Outcome::ALL.len()]>>);
 
 impl RuleMetrics {
     fn count(&self, rule: &Arc<str>, outcome: Outcome) {
@@ -240,4 +280,53 @@ impl fmt::Debug for StoreCalls {
 /// Sets the number of entries the local cache holds.
 pub(crate) fn cache_entries(entries: usize) {
     metrics::gauge!(CACHE_ENTRIES).set(entries as f64);
+}
+
+/// One store's breaker metrics.
+pub(crate) struct BreakerMetrics {
+    store: &'static str,
+}
+
+impl BreakerMetrics {
+    pub(crate) fn new(store: &'static str) -> BreakerMetrics {
+        BreakerMetrics { store }
+    }
+
+    /// The store's name.
+    pub(crate) fn store(&self) -> &'static str {
+        self.store
+    }
+
+    /// The gauge reads 0 (closed) from the breaker's start.
+    pub(crate) fn closed_at_start(&self) {
+        metrics::gauge!(BREAKER_OPEN, "store" => self.store).set(0.0);
+    }
+
+    pub(crate) fn opened(&self) {
+        let store = self.store;
+        metrics::gauge!(BREAKER_OPEN, "store" => store).set(1.0);
+        metrics::counter!(BREAKER_TRANSITIONS, "store" => store, "to" => "open").increment(1);
+    }
+
+    pub(crate) fn closed(&self) {
+        let store = self.store;
+        metrics::gauge!(BREAKER_OPEN, "store" => store).set(0.0);
+        metrics::counter!(BREAKER_TRANSITIONS, "store" => store, "to" => "closed").increment(1);
+    }
+
+    /// A check answered without the store: allowed degraded (fail-open)
+    /// or refused as unavailable.
+    pub(crate) fn skipped(&self, fail_open: bool) {
+        let outcome = if fail_open { "degraded" } else { "unavailable" };
+        metrics::counter!(BREAKER_ANSWERED, "store" => self.store, "outcome" => outcome)
+            .increment(1);
+    }
+}
+
+impl fmt::Debug for BreakerMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerMetrics")
+            .field("store", &self.store)
+            .finish()
+    }
 }

@@ -139,6 +139,12 @@ impl Usage {
     pub fn is_shadow_over(&self) -> bool {
         self.shadow_over
     }
+
+    /// Whether the cost is above the rule's max, so that no call of this
+    /// cost fits in any window: waiting for the reset does not help.
+    pub fn never_fits(&self) -> bool {
+        self.cost > self.rule.max()
+    }
 }
 
 /// Of one usage of a spending verdict: units given back, excess counted.
@@ -285,22 +291,23 @@ impl Verdict {
         self.usage.iter().filter(|u| u.shadow_over)
     }
 
-    /// The limit that refuses the call, if any: among those over, the one
-    /// whose window resets last (the first given, on a tie).
+    /// The limit that refuses the call, if any: among those over, one whose
+    /// cost can never fit ([`Usage::never_fits`]: no wait helps) when there
+    /// is one; among those, the one whose window resets last (the first
+    /// given, on a tie).
     pub fn limited(&self) -> Option<RateLimited> {
         let mut over = self.usage.iter().filter(|u| u.over);
         let first = over.next()?;
-        let longest = over.fold(
-            first,
-            |a, b| if b.retry_after > a.retry_after { b } else { a },
-        );
+        let rank = |u: &Usage| (u.never_fits(), u.retry_after);
+        let named = over.fold(first, |a, b| if rank(b) > rank(a) { b } else { a });
         Some(RateLimited {
-            limit: longest.shared_name().clone(),
-            max: longest.max(),
-            window: longest.window(),
-            unit: longest.unit().clone(),
-            reset: longest.reset,
-            retry_after: longest.retry_after,
+            limit: named.shared_name().clone(),
+            max: named.max(),
+            window: named.window(),
+            unit: named.unit().clone(),
+            reset: named.reset,
+            retry_after: named.retry_after,
+            cost: named.cost,
         })
     }
 
@@ -313,13 +320,15 @@ impl Verdict {
     }
 }
 
-/// Why a call was refused: which limit, when it resets, how long to wait.
-/// Nothing in it names the store or a key.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "rate limit `{limit}` reached: {max}{} per {window}; retry in {retry_after} s",
-    UnitSuffix(unit)
-)]
+/// Why a call was refused: which limit, when it resets, how long to wait;
+/// or that the call's cost can never fit that limit
+/// ([`never_fits`](RateLimited::never_fits)), when no wait helps. Nothing
+/// in it names the store or a key.
+///
+/// Shown as `rate limit `ask` reached: 15 per 1d; retry in 3600 s`, or,
+/// for a cost that never fits, `a cost of 250000 tokens never fits rate
+/// limit `ask-tokens`: 200000 tokens per 1d`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RateLimited {
     limit: Arc<str>,
     max: u64,
@@ -327,7 +336,30 @@ pub struct RateLimited {
     unit: Unit,
     reset: u64,
     retry_after: u64,
+    cost: u64,
 }
+
+impl std::fmt::Display for RateLimited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (limit, max, window) = (&self.limit, self.max, self.window);
+        let unit = UnitSuffix(&self.unit);
+        if self.never_fits() {
+            let (cost, units) = (self.cost, self.unit.as_str());
+            write!(
+                f,
+                "a cost of {cost} {units} never fits rate limit `{limit}`: {max}{unit} per {window}"
+            )
+        } else {
+            let wait = self.retry_after;
+            write!(
+                f,
+                "rate limit `{limit}` reached: {max}{unit} per {window}; retry in {wait} s"
+            )
+        }
+    }
+}
+
+impl std::error::Error for RateLimited {}
 
 impl RateLimited {
     /// The name of the limit that refused the call.
@@ -355,9 +387,22 @@ impl RateLimited {
         self.reset
     }
 
-    /// Whole seconds to wait before trying again; at least 1.
+    /// Whole seconds to wait before trying again; at least 1. When the cost
+    /// [never fits](RateLimited::never_fits), no wait helps: this is then
+    /// only when the limit's window resets, and promises nothing.
     pub fn retry_after(&self) -> u64 {
         self.retry_after
+    }
+
+    /// The units the refused call asked to spend on that limit.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// Whether the call's cost is above that limit's max, so that it is
+    /// refused in every window: the caller must ask for less, not wait.
+    pub fn never_fits(&self) -> bool {
+        self.cost > self.max
     }
 }
 

@@ -241,13 +241,28 @@ impl tollgate_core::Named for Busy {}
 
 #[async_trait]
 impl CounterStore for Busy {
-    async fn count(&self, _: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
+    async fn count(
+        &self,
+        _: &[Counter],
+        _: tollgate_core::CheckId,
+        _: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
         Err(StoreError::Busy("full".into()))
     }
-    async fn reserve(&self, _: &[Counter], _: Deadline) -> Result<Reservation, StoreError> {
+    async fn reserve(
+        &self,
+        _: &[Counter],
+        _: tollgate_core::CheckId,
+        _: Deadline,
+    ) -> Result<Reservation, StoreError> {
         Err(StoreError::Busy("full".into()))
     }
-    async fn refund(&self, _: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
+    async fn refund(
+        &self,
+        _: &[Counter],
+        _: tollgate_core::CheckId,
+        _: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
         Err(StoreError::Busy("full".into()))
     }
     async fn get(&self, _: &[String], _: Deadline) -> Result<Vec<u64>, StoreError> {
@@ -315,4 +330,162 @@ fn debug_output_names_the_store_and_the_rules_metrics() {
     );
     let rule = format!("{:?}", rule("d", 1, Window::DAY));
     assert!(rule.contains("RuleMetrics"), "{rule}");
+}
+
+/// A limiter over `store` on `clock` whose cache entries answer for `age`.
+fn instance(store: &Arc<Counted>, clock: &tollgate_core::ManualClock, age: Duration) -> Limiter {
+    Limiter::builder(store.clone())
+        .clock(clock.clone())
+        .cache_age(age)
+        .build()
+}
+
+#[tokio::test]
+async fn a_reset_made_elsewhere_is_seen_by_every_instance_at_the_cache_age_and_not_before() {
+    let clock = tollgate_core::ManualClock::new(Duration::from_secs(NOON));
+    let store = Arc::new(Faulty::new(MemoryStore::with_clock(clock.clone())));
+    let age = Duration::from_secs(2);
+    let (a, b) = (instance(&store, &clock, age), instance(&store, &clock, age));
+    let limits = [rule("ask", 3, Window::DAY).limit(&["v"]).unwrap()];
+    for _ in 0..3 {
+        assert!(a.reserve(&limits).await.unwrap().is_allowed());
+    }
+    for limiter in [&a, &b] {
+        let refused = limiter.reserve(&limits).await.unwrap();
+        assert!(
+            !refused.is_allowed() && !refused.is_local(),
+            "from the store"
+        );
+        assert!(limiter.reserve(&limits).await.unwrap().is_local());
+    }
+    // The operator's reset, from another process: straight to the store.
+    let operator = Limiter::builder(store.clone())
+        .cache(0)
+        .clock(clock.clone())
+        .build();
+    assert!(operator.reset(&limits[0]).await.unwrap());
+    clock.advance(age - Duration::from_millis(1));
+    let calls = store.calls();
+    for limiter in [&a, &b] {
+        let still = limiter.reserve(&limits).await.unwrap();
+        assert!(
+            !still.is_allowed() && still.is_local(),
+            "{still:?}: before the age"
+        );
+    }
+    assert_eq!(store.calls(), calls, "within the age: no round trip");
+    clock.advance(Duration::from_millis(1));
+    for limiter in [&a, &b] {
+        let admitted = limiter.reserve(&limits).await.unwrap();
+        assert!(
+            admitted.is_allowed(),
+            "{admitted:?}: the reset is seen at the age"
+        );
+    }
+}
+
+#[tokio::test]
+async fn past_its_age_an_entry_costs_one_round_trip_and_answers_again() {
+    let clock = tollgate_core::ManualClock::new(Duration::from_secs(NOON));
+    let store = Arc::new(Faulty::new(MemoryStore::with_clock(clock.clone())));
+    let limiter = instance(&store, &clock, Duration::from_secs(2));
+    let limits = [rule("ask", 1, Window::DAY).limit(&["v"]).unwrap()];
+    assert!(limiter.reserve(&limits).await.unwrap().is_allowed());
+    assert!(!limiter.reserve(&limits).await.unwrap().is_local());
+    for _ in 0..5 {
+        clock.advance(Duration::from_millis(1_999));
+        let before = store.calls();
+        for _ in 0..10 {
+            assert!(limiter.reserve(&limits).await.unwrap().is_local());
+        }
+        assert_eq!(store.calls(), before, "within the age");
+        clock.advance(Duration::from_millis(1));
+        let renewed = limiter.reserve(&limits).await.unwrap();
+        assert!(
+            !renewed.is_allowed() && !renewed.is_local(),
+            "the store answers"
+        );
+        assert_eq!(store.calls(), before + 1, "one round trip, noted afresh");
+    }
+}
+
+#[tokio::test]
+async fn the_default_cache_age_is_two_seconds_and_zero_remembers_nothing() {
+    assert_eq!(Limiter::DEFAULT_CACHE_AGE, Duration::from_secs(2));
+    let clock = tollgate_core::ManualClock::new(Duration::from_secs(NOON));
+    let store = Arc::new(Faulty::new(MemoryStore::with_clock(clock.clone())));
+    let default = Limiter::builder(store.clone()).clock(clock.clone()).build();
+    let none = instance(&store, &clock, Duration::ZERO);
+    let limits = [rule("ask", 1, Window::DAY).limit(&["v"]).unwrap()];
+    assert!(default.reserve(&limits).await.unwrap().is_allowed());
+    for limiter in [&default, &none] {
+        assert!(!limiter.reserve(&limits).await.unwrap().is_local());
+    }
+    clock.advance(Duration::from_millis(1_999));
+    assert!(default.reserve(&limits).await.unwrap().is_local());
+    assert!(!none.reserve(&limits).await.unwrap().is_local(), "age zero");
+    clock.advance(Duration::from_millis(1));
+    assert!(!default.reserve(&limits).await.unwrap().is_local());
+}
+
+/// The `tollgate_checks_total` counters above 0 after `checks`, as
+/// `rule=…,outcome=…` → count.
+fn outcomes(checks: impl AsyncFnOnce()) -> std::collections::BTreeMap<String, u64> {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(checks());
+    });
+    let mut found = std::collections::BTreeMap::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        if let ("tollgate_checks_total", DebugValue::Counter(n)) = (key.name(), value)
+            && n > 0
+        {
+            let labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            found.insert(labels.join(","), n);
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_rules_that_were_over_count_as_limited() {
+    let found = outcomes(async || {
+        let clock = ManualClock::new(Duration::from_secs(NOON));
+        let (limiter, _) = limiter(&clock);
+        let full = rule("full", 1, Window::DAY).limit(&["a"]).unwrap();
+        let roomy = rule("roomy", 100, Window::DAY).limit(&["a"]).unwrap();
+        let dark = rule("dark", 100, Window::DAY).with_shadow(true);
+        let dark = dark.limit(&["a"]).unwrap();
+        let limits = [full.clone(), roomy.clone(), dark];
+        assert!(limiter.reserve(&limits).await.unwrap().is_allowed());
+        // Refused by the store, then by the cache: `roomy` spent nothing.
+        assert!(!limiter.reserve(&limits).await.unwrap().is_local());
+        assert!(limiter.reserve(&limits).await.unwrap().is_local());
+        // A refused count: `roomy` was counted all the same.
+        let counted = limiter.count(&[full, roomy]).await.unwrap();
+        assert!(!counted.is_allowed() && counted.has_spent());
+    });
+    let expected: std::collections::BTreeMap<String, u64> = [
+        ("rule=full,outcome=allowed", 1),
+        ("rule=full,outcome=limited", 2),
+        ("rule=full,outcome=answered-locally", 1),
+        ("rule=roomy,outcome=allowed", 1),
+        ("rule=roomy,outcome=not-spent", 2),
+        ("rule=roomy,outcome=counted", 1),
+        ("rule=dark,outcome=allowed", 1),
+        ("rule=dark,outcome=not-spent", 2),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_owned(), n))
+    .collect();
+    assert_eq!(found, expected);
 }

@@ -31,11 +31,12 @@ struct Gate {
 
 #[async_trait]
 impl Hook for Gate {
-    async fn after(&self, call: Op, _: Option<&StoreError>) {
+    async fn after(&self, call: Op, _: Option<&StoreError>) -> Result<(), StoreError> {
         if call == Op::Reserve && self.armed.swap(false, Ordering::SeqCst) {
             self.applied.notify_one();
             self.open.notified().await;
         }
+        Ok(())
     }
 }
 

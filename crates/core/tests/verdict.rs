@@ -241,3 +241,39 @@ async fn a_usage_is_public_as_its_rule_is() {
     assert!(verdict.usage()[0].is_public());
     assert!(!verdict.usage()[1].is_public());
 }
+
+/// A cost above a rule's max is answered as never fitting, in both modes:
+/// the usage and the diagnostic say so and promise no retry, that limit is
+/// named even when another over limit waits longer, and the same cost
+/// within the max is an ordinary refusal with a wait.
+#[tokio::test]
+async fn a_cost_above_the_max_never_fits_and_is_named_before_any_wait() {
+    let (limiter, _) = limiter();
+    let tokens = rule("tokens", 100, Window::MINUTE).with_unit(Unit::new("tokens").unwrap());
+    let daily = rule("daily", 1, Window::DAY);
+    for mode in [Mode::Reserve, Mode::Count] {
+        let id = format!("{mode:?}");
+        limiter.count(&[limit(&daily, &id, 1)]).await.unwrap();
+        let limits = [limit(&daily, &id, 1), limit(&tokens, &id, 250)];
+        let verdict = limiter
+            .check(&limits, mode, Policy::FailClosed)
+            .await
+            .unwrap();
+        assert!(!verdict.is_allowed(), "{mode:?}");
+        assert!(!verdict.usage()[0].never_fits() && verdict.usage()[1].never_fits());
+        let limited = verdict.limited().unwrap();
+        assert!(limited.never_fits(), "{mode:?}: {limited}");
+        assert_eq!((limited.limit(), limited.cost()), ("tokens", 250));
+        assert_eq!(
+            limited.to_string(),
+            "a cost of 250 tokens never fits rate limit `tokens`: 100 tokens per 1m"
+        );
+        assert!(!limited.to_string().contains("retry"), "{limited}");
+    }
+    // At the max it fits an empty window: an ordinary refusal once spent.
+    let at_max = [limit(&tokens, "max", 100)];
+    assert!(limiter.reserve(&at_max).await.unwrap().is_allowed());
+    let limited = limiter.reserve(&at_max).await.unwrap().limited().unwrap();
+    assert!(!limited.never_fits() && !limited.to_string().contains("never"));
+    assert_eq!(limited.retry_after(), MINUTE_END - NOON);
+}

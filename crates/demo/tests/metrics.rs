@@ -130,10 +130,25 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
         ),
         15.0
     );
+    // The other rules of the refused asks had room: they spent nothing.
+    for rule in ["ask-site", "ask-all", "ask-tokens", "ask-burst"] {
+        for (outcome, n) in [
+            ("limited", 0.0),
+            ("answered-locally", 0.0),
+            ("not-spent", 3.0),
+        ] {
+            let found = sample(&after_18, checks, &[("rule", rule), ("outcome", outcome)]);
+            assert_eq!(found, n, "{rule} {outcome}: {after_18}");
+        }
+    }
     let calls = "tollgate_store_call_seconds_count";
     assert!(
-        sample(&after_18, calls, &[("op", "reserve")]) >= 16.0,
+        sample(&after_18, calls, &[("store", "memory"), ("op", "reserve")]) >= 16.0,
         "{after_18}"
+    );
+    assert!(
+        !after_18.contains("store=\"store\""),
+        "a store metric not named for its store: {after_18}"
     );
     assert!(after_18.contains("tollgate_cache_entries"), "{after_18}");
 }

@@ -104,8 +104,16 @@ async fn a_question_too_large_for_the_budget_is_a_429_and_a_bad_body_a_400_count
     // 800,000 bytes: an estimate of 200,512 tokens, over the day's 200,000.
     let huge = ask(&client, &base, "203.0.113.1", question(800_000)).await;
     assert_eq!(huge.status(), StatusCode::TOO_MANY_REQUESTS);
+    // No wait would help: no Retry-After, no retry in the body.
+    assert!(huge.headers().get("retry-after").is_none(), "{huge:?}");
     let problem: Value = huge.json().await.unwrap();
     assert_eq!(problem["limit"], "ask-tokens");
+    assert_eq!(problem["never_fits"], true, "{problem}");
+    assert_eq!(
+        problem["detail"],
+        "a cost of 200512 tokens never fits rate limit `ask-tokens`: 200000 tokens per 1d"
+    );
+    assert!(problem.get("retry_after").is_none() && problem.get("reset").is_none());
     for bad in ["{", "[]", r#"{"question": 5}"#, r#"{"q": "x"}"#] {
         let response = ask(&client, &base, "203.0.113.1", bad.to_owned()).await;
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{bad}");

@@ -1,22 +1,31 @@
 #![doc = include_str!("../README.md")]
 
 mod map;
+mod records;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use map::Map;
+use records::Records;
 use tollgate_core::{
-    Claim, Clock, Counter, CounterStore, Deadline, MARK_DONE, MarkStore, Named, Reservation,
-    StoreError, SystemClock, async_trait,
+    CheckId, Claim, Clock, Counter, CounterStore, Deadline, MARK_DONE, MarkStore, Named,
+    Reservation, StoreError, SystemClock, async_trait,
 };
 
 /// An in-memory [`CounterStore`] and [`MarkStore`] for tests. Clones share
 /// one map, like several clients of one server.
 #[derive(Clone, Debug)]
 pub struct MemoryStore {
-    entries: Arc<Mutex<Map<Entry>>>,
+    state: Arc<Mutex<State>>,
     clock: Arc<dyn Clock>,
+}
+
+/// The keys, and what recent calls applied.
+#[derive(Debug, Default)]
+struct State {
+    map: Map<Entry>,
+    records: Records,
 }
 
 #[derive(Clone, Debug)]
@@ -56,7 +65,7 @@ impl MemoryStore {
     /// An empty store expiring counters by `clock` (e.g. a `ManualClock`).
     pub fn with_clock(clock: impl Clock) -> MemoryStore {
         MemoryStore {
-            entries: Arc::default(),
+            state: Arc::default(),
             clock: Arc::new(clock),
         }
     }
@@ -64,7 +73,11 @@ impl MemoryStore {
     /// How many live (unexpired) keys the store holds.
     pub fn len(&self) -> usize {
         let now = self.clock.now();
-        self.lock().values().filter(|e| e.expires_at > now).count()
+        self.lock()
+            .map
+            .values()
+            .filter(|e| e.expires_at > now)
+            .count()
     }
 
     /// Whether the store holds no live key.
@@ -76,13 +89,38 @@ impl MemoryStore {
     /// tests that check lifetimes (not part of the store contract).
     pub fn expiry(&self, key: &str) -> Option<Duration> {
         let now = self.clock.now();
-        live(&mut self.lock(), key, now).map(|e| e.expires_at.saturating_sub(now))
+        live(&mut self.lock().map, key, now).map(|e| e.expires_at.saturating_sub(now))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Map<Entry>> {
+    /// How many calls the store remembers by [`CheckId`], so that a retry
+    /// of one is not applied twice (expired ones not yet dropped included):
+    /// for tests (not part of the store contract).
+    pub fn recorded_calls(&self) -> usize {
+        self.lock().records.len()
+    }
+
+    /// Runs `apply` on the map unless the call `id` was applied before:
+    /// then answers what it applied, and records what `apply` gives.
+    fn once(
+        &self,
+        id: CheckId,
+        deadline: Deadline,
+        apply: impl FnOnce(&mut Map<Entry>, Duration) -> Reservation,
+    ) -> Reservation {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        if let Some(reply) = state.records.get(id, now) {
+            return reply;
+        }
+        let reply = apply(&mut state.map, now);
+        state.records.put(id, &reply, now, deadline);
+        reply
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave an entry half-written
         // (entries are plain values), so a poisoned map is still consistent.
-        self.entries
+        self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -148,58 +186,71 @@ impl Named for MemoryStore {
 
 #[async_trait]
 impl CounterStore for MemoryStore {
-    async fn count(&self, counters: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
-        let now = self.clock.now();
-        let mut map = self.lock();
-        Ok(counters.iter().map(|c| add(&mut map, c, now)).collect())
-    }
-
-    async fn reserve(&self, counters: &[Counter], _: Deadline) -> Result<Reservation, StoreError> {
-        let now = self.clock.now();
-        let mut map = self.lock();
-        let counts: Vec<u64> = counters
-            .iter()
-            .map(|c| count(&mut map, &c.key, now))
-            .collect();
-        if !counters.iter().zip(&counts).all(|(c, &n)| c.fits(n)) {
-            return Ok(Reservation {
-                applied: false,
-                counts,
-            });
-        }
-        let counts = counters.iter().map(|c| add(&mut map, c, now)).collect();
-        Ok(Reservation {
+    async fn count(
+        &self,
+        counters: &[Counter],
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let reply = self.once(id, deadline, |map, now| Reservation {
             applied: true,
-            counts,
-        })
+            counts: counters.iter().map(|c| add(map, c, now)).collect(),
+        });
+        Ok(reply.counts)
     }
 
-    async fn refund(&self, counters: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
-        let now = self.clock.now();
-        let mut map = self.lock();
-        Ok(counters
-            .iter()
-            .map(
-                |c| match live(&mut map, &c.key, now).map(|e| &mut e.value) {
+    async fn reserve(
+        &self,
+        counters: &[Counter],
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<Reservation, StoreError> {
+        Ok(self.once(id, deadline, |map, now| {
+            let counts: Vec<u64> = counters.iter().map(|c| count(map, &c.key, now)).collect();
+            if !counters.iter().zip(&counts).all(|(c, &n)| c.fits(n)) {
+                return Reservation {
+                    applied: false,
+                    counts,
+                };
+            }
+            Reservation {
+                applied: true,
+                counts: counters.iter().map(|c| add(map, c, now)).collect(),
+            }
+        }))
+    }
+
+    async fn refund(
+        &self,
+        counters: &[Counter],
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let reply = self.once(id, deadline, |map, now| Reservation {
+            applied: true,
+            counts: counters
+                .iter()
+                .map(|c| match live(map, &c.key, now).map(|e| &mut e.value) {
                     Some(Value::Count(n)) => {
                         *n = c.refunded_from(*n);
                         *n
                     }
                     _ => 0,
-                },
-            )
-            .collect())
+                })
+                .collect(),
+        });
+        Ok(reply.counts)
     }
 
     async fn get(&self, keys: &[String], _: Deadline) -> Result<Vec<u64>, StoreError> {
         let now = self.clock.now();
-        let mut map = self.lock();
-        Ok(keys.iter().map(|k| count(&mut map, k, now)).collect())
+        let map = &mut self.lock().map;
+        Ok(keys.iter().map(|k| count(map, k, now)).collect())
     }
 
     async fn delete(&self, key: &str, _: Deadline) -> Result<bool, StoreError> {
         let now = self.clock.now();
-        let mut map = self.lock();
+        let map = &mut self.lock().map;
         Ok(map.remove(key).is_some_and(|e| e.expires_at > now))
     }
 }
@@ -214,8 +265,8 @@ impl MarkStore for MemoryStore {
         _: Deadline,
     ) -> Result<Claim, StoreError> {
         let now = self.clock.now();
-        let mut map = self.lock();
-        let (entry, made) = live_or(&mut map, key, now, || Entry::mark(token, now, ttl));
+        let map = &mut self.lock().map;
+        let (entry, made) = live_or(map, key, now, || Entry::mark(token, now, ttl));
         let ours = made || matches!(&entry.value, Value::Mark(held) if &**held == token);
         Ok(if ours { Claim::Acquired } else { Claim::Held })
     }
@@ -228,9 +279,9 @@ impl MarkStore for MemoryStore {
         _: Deadline,
     ) -> Result<bool, StoreError> {
         let now = self.clock.now();
-        let mut map = self.lock();
+        let map = &mut self.lock().map;
         let done = || Entry::mark(MARK_DONE, now, ttl);
-        let (entry, made) = live_or(&mut map, key, now, done);
+        let (entry, made) = live_or(map, key, now, done);
         if !made {
             let held = |mark: &str| mark == token || mark == MARK_DONE;
             if !matches!(&entry.value, Value::Mark(mark) if held(mark)) {
@@ -243,8 +294,8 @@ impl MarkStore for MemoryStore {
 
     async fn release(&self, key: &str, token: &str, _: Deadline) -> Result<bool, StoreError> {
         let now = self.clock.now();
-        let mut map = self.lock();
-        match live(&mut map, key, now).map(|e| &e.value) {
+        let map = &mut self.lock().map;
+        match live(map, key, now).map(|e| &e.value) {
             Some(Value::Mark(held)) if &**held == token => {
                 map.remove(key);
                 Ok(true)

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Clock, Counter, CounterStore, Deadline, ManualClock};
+use tollgate_core::{CheckId, Clock, Counter, CounterStore, Deadline, ManualClock};
 use tollgate_memory::MemoryStore;
 
 fn counter(key: &str, ttl_secs: u64) -> Counter {
@@ -27,7 +27,10 @@ async fn len_counts_live_keys_and_a_key_leaves_when_it_expires() {
 
     let deadline = Deadline::after(Duration::from_secs(5));
     let batch = [counter("a", 10), counter("b", 20), counter("c", 20)];
-    assert_eq!(store.count(&batch, deadline).await.unwrap(), [1, 1, 1]);
+    assert_eq!(
+        store.count(&batch, CheckId::new(), deadline).await.unwrap(),
+        [1, 1, 1]
+    );
     assert_eq!(store.len(), 3);
     assert!(!store.is_empty());
     assert_eq!(store.expiry("a"), Some(Duration::from_secs(10)));
@@ -52,12 +55,19 @@ async fn a_count_at_the_instant_of_expiry_starts_a_new_counter() {
     let store = MemoryStore::with_clock(clock.clone());
     let deadline = Deadline::after(Duration::from_secs(5));
     let a = [counter("a", 10)];
-    assert_eq!(store.count(&a, deadline).await.unwrap(), [1]);
+    assert_eq!(
+        store.count(&a, CheckId::new(), deadline).await.unwrap(),
+        [1]
+    );
     clock.advance(Duration::from_secs(9));
-    assert_eq!(store.count(&a, deadline).await.unwrap(), [2], "still live");
+    assert_eq!(
+        store.count(&a, CheckId::new(), deadline).await.unwrap(),
+        [2],
+        "still live"
+    );
     clock.advance(Duration::from_secs(1));
     assert_eq!(
-        store.count(&a, deadline).await.unwrap(),
+        store.count(&a, CheckId::new(), deadline).await.unwrap(),
         [1],
         "expired: anew"
     );

@@ -15,14 +15,19 @@
 //! With `TOLLGATE_BENCH_PROBE=N` it instead runs N sequential checks of 1
 //! and 4 limits, counted and reserved, each batch after a marker statement,
 //! so that a server logging every statement shows what one check sends.
+//! With `TOLLGATE_BENCH_ONLY=<limits>-<op>-<path>` (e.g.
+//! `4-Reserve-Tollgate`) it runs that row of the table alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
-use tollgate_core::{Limit, Limiter, ManualClock, Mode, Policy, RetryPolicy, Rule, Window};
+use tollgate_core::{
+    CheckId, Limit, Limiter, ManualClock, Mode, Policy, RetryPolicy, Rule, Window,
+};
 use tollgate_postgres::{DEFAULT_POOL_SIZE, PostgresOptions, PostgresStore};
 use tollgate_test_support::postgres_server::PostgresServer;
 
@@ -30,6 +35,8 @@ const CALLERS: usize = 50;
 const PRINCIPALS: u64 = 10_000;
 const BIG: u64 = 1_000_000_000_000;
 const NOW: Duration = Duration::from_secs(1_700_000_030);
+/// Raw calls made, which decide the ones that purge expired call records.
+static RAW_CALLS: AtomicU64 = AtomicU64::new(0);
 /// A server to measure against instead of a private one started here.
 const URL_VAR: &str = "TOLLGATE_BENCH_POSTGRES_URL";
 
@@ -91,10 +98,19 @@ async fn main() {
         (4, Mode::Reserve, [Path::Tollgate, Path::Raw]),
         (4, Mode::Reserve, [Path::Raw, Path::RawTransaction]),
     ];
+    // `TOLLGATE_BENCH_ONLY=4-Reserve-Tollgate` runs that one row alone.
+    let only = std::env::var("TOLLGATE_BENCH_ONLY").ok();
+    let selected = |limits: usize, mode: Mode, path: Path| {
+        only.as_ref()
+            .is_none_or(|only| *only == format!("{limits}-{mode:?}-{path:?}"))
+    };
     for (limits, mode, paths) in cases {
         let mut figures = [Vec::new(), Vec::new()];
         for _ in 0..rounds {
             for (i, path) in paths.iter().enumerate() {
+                if !selected(limits, mode, *path) {
+                    continue;
+                }
                 let run = Run {
                     limiter: limiter.clone(),
                     pool: pool.clone(),
@@ -108,7 +124,9 @@ async fn main() {
             }
         }
         for (i, path) in paths.iter().enumerate() {
-            report(limits, mode, *path, &mut figures[i]);
+            if selected(limits, mode, *path) {
+                report(limits, mode, *path, &mut figures[i]);
+            }
         }
     }
     drop(server);
@@ -233,25 +251,34 @@ impl Run {
         let ttls: Vec<i64> = counters.iter().map(|c| c.ttl.as_micros() as i64).collect();
         let rooms: Vec<i64> = counters.iter().map(|c| (c.max - c.cost) as i64).collect();
         let cutoff = SystemTime::now() + Duration::from_secs(5);
+        // The call's id and its record's lifetime, and the purging
+        // statement for one call in 32, as the store sends them.
+        let id = CheckId::new().to_string();
+        let lifetime: i64 = 5_020_000;
+        let purging = RAW_CALLS.fetch_add(1, Ordering::Relaxed) % 32 == 31;
         let client = self.pool.get().await.unwrap();
-        let op = if self.mode == Mode::Count {
-            "count"
-        } else {
-            "reserve"
+        let op = match (self.mode == Mode::Count, purging) {
+            (true, false) => "count",
+            (true, true) => "count-purging",
+            (false, false) => "reserve",
+            (false, true) => "reserve-purging",
         };
         let sql = tollgate_postgres::statement(op, self.schema).unwrap();
         let statement = client.prepare_cached(&sql).await.unwrap();
         match (self.mode, self.path) {
             (Mode::Count, _) => {
                 let rows = client
-                    .query(&statement, &[&keys, &costs, &ttls, &cutoff])
+                    .query(&statement, &[&keys, &costs, &ttls, &cutoff, &id, &lifetime])
                     .await
                     .unwrap();
                 assert_eq!(rows.len(), keys.len());
             }
             (_, Path::Raw) => {
                 let rows = client
-                    .query(&statement, &[&keys, &costs, &ttls, &rooms, &cutoff])
+                    .query(
+                        &statement,
+                        &[&keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime],
+                    )
                     .await
                     .unwrap();
                 assert_eq!(rows.len(), keys.len());
@@ -269,8 +296,8 @@ impl Run {
                 let unlocked = sql.replace("ORDER BY c.key FOR UPDATE", "ORDER BY c.key");
                 let write = client.prepare_cached(&unlocked).await.unwrap();
                 let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&keys];
-                let write_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-                    [&keys, &costs, &ttls, &rooms, &cutoff];
+                let write_params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+                    [&keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime];
                 let (begin, locked, rows, commit) = tokio::join!(
                     client.batch_execute("BEGIN"),
                     client.query(&lock, &lock_params),

@@ -9,6 +9,21 @@ use crate::Error;
 /// the schema's `tollgate_schema` table.
 pub const SCHEMA_VERSION: i32 = 1;
 
+/// What recent counter calls applied, by id, so that a retried attempt is
+/// answered instead of applied again (see `sql.rs`): created with a fresh
+/// schema, and in a schema of this version that lacks it (one created
+/// before it), without a new version: a store that does not know the table
+/// ignores it.
+const CREATE_CALLS: &str = r#"
+CREATE TABLE {s}.calls (
+    id uuid PRIMARY KEY,
+    expires_at timestamptz NOT NULL,
+    applied boolean NOT NULL,
+    counts bigint[] NOT NULL
+);
+CREATE INDEX calls_by_expiry ON {s}.calls (expires_at);
+"#;
+
 /// The tables, index and guard function of a fresh schema; `{s}` is the
 /// quoted schema name.
 const CREATE: &str = r#"
@@ -46,7 +61,7 @@ COMMENT ON SCHEMA {s} IS 'tollgate counter store';
 "#;
 
 /// Checks the schema `name` (quoted: `quoted`), creating it when it holds
-/// no store yet. One transaction, serialized with every other instance
+/// no store yet, and its `calls` table when missing. One transaction, serialized with every other instance
 /// preparing the same schema by an advisory lock.
 pub(crate) async fn prepare(client: &mut Client, name: &str, quoted: &str) -> Result<(), Error> {
     let failed = |source: tokio_postgres::Error| Error::Schema {
@@ -64,18 +79,21 @@ pub(crate) async fn prepare(client: &mut Client, name: &str, quoted: &str) -> Re
     let found = tx
         .query_one(
             "SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL, \
-                    to_regclass($3) IS NOT NULL, to_regclass($4) IS NOT NULL",
+                    to_regclass($3) IS NOT NULL, to_regclass($4) IS NOT NULL, \
+                    to_regclass($5) IS NOT NULL",
             &[
                 &quoted,
                 &table("tollgate_schema"),
                 &table("counters"),
                 &table("marks"),
+                &table("calls"),
             ],
         )
         .await
         .map_err(failed)?;
     let flag = |i: usize| found.try_get::<_, bool>(i).map_err(failed);
     let (schema, version_table, counters, marks) = (flag(0)?, flag(1)?, flag(2)?, flag(3)?);
+    let calls = flag(4)?;
     let version: Option<i32> = if version_table {
         let row = tx
             .query_opt(
@@ -89,7 +107,13 @@ pub(crate) async fn prepare(client: &mut Client, name: &str, quoted: &str) -> Re
         None
     };
     match version {
-        Some(SCHEMA_VERSION) if counters && marks => {}
+        Some(SCHEMA_VERSION) if counters && marks => {
+            if !calls {
+                tx.batch_execute(&CREATE_CALLS.replace("{s}", quoted))
+                    .await
+                    .map_err(failed)?;
+            }
+        }
         Some(SCHEMA_VERSION) => {
             return Err(Error::IncompleteSchema {
                 schema: name.to_owned(),
@@ -113,8 +137,9 @@ pub(crate) async fn prepare(client: &mut Client, name: &str, quoted: &str) -> Re
                 "CREATE TABLE IF NOT EXISTS {quoted}.tollgate_schema (\
                      singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton), \
                      version integer NOT NULL);\
-                 {}",
-                CREATE.replace("{s}", quoted)
+                 {}{}",
+                CREATE.replace("{s}", quoted),
+                CREATE_CALLS.replace("{s}", quoted)
             );
             tx.batch_execute(&create).await.map_err(failed)?;
             tx.execute(

@@ -2,7 +2,7 @@
 //! statements, and whether the schema is ready (checked at open, or on
 //! first use for a lazily connected store).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -26,6 +26,9 @@ pub(crate) struct Shared {
     pub(crate) sql: Statements,
     pub(crate) target: Target,
     pub(crate) options: PostgresOptions,
+    /// Counter calls made through the store, which decide the ones that
+    /// purge expired call records.
+    pub(crate) counter_calls: AtomicU64,
     quoted: String,
     ready: AtomicBool,
     opening: Mutex<Option<Opening>>,
@@ -58,6 +61,7 @@ impl Shared {
             sql: Statements::new(&quoted),
             target,
             options,
+            counter_calls: AtomicU64::new(0),
             quoted,
             ready: AtomicBool::new(false),
             opening: Mutex::new(None),

@@ -7,14 +7,54 @@
 //! evaluation) for the deadline. Rows are locked in key order, so two calls
 //! on the same counters never wait on each other in a cycle. `{s}` is the
 //! quoted schema name.
+//!
+//! The counter statements (`count`, `reserve`, `refund`) are idempotent by
+//! the call's [`CheckId`](tollgate_core::CheckId): `prior` looks the id up
+//! in `calls`, and when an earlier attempt recorded it, the statement
+//! writes nothing and answers the recorded counts (and, for a reservation,
+//! whether it applied). Otherwise it writes, then inserts the record with
+//! what it answers: one statement, so one transaction. The id is the
+//! record's primary key and the insert has no `ON CONFLICT`: of two
+//! attempts of one call running at once on two connections (the first
+//! still waiting on a row lock when its retry arrives), the second to
+//! insert waits for the first's transaction and fails with a unique
+//! violation when it commits, rolling back whatever it wrote (the guard's
+//! count of written rows would catch an insert that did nothing); the
+//! store runs it again, and it then finds the record. Every record lives
+//! the check's budget plus the skew margin (the lifetime parameter). Each
+//! counter statement has a purging variant, with a `purged` CTE deleting up
+//! to [`PURGE_BATCH`] expired records, which one counter call in 32 of a
+//! store runs instead.
+
+/// Deletes up to `{limit}` expired call records, oldest first, skipping
+/// those another statement holds; by their row address, found through the
+/// expiry index.
+const PURGE: &str = r"
+    DELETE FROM {s}.calls
+    WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM {s}.calls WHERE expires_at < statement_timestamp()
+        ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED))
+    RETURNING 1";
+
+/// The expired call records the purging variant of a counter statement
+/// deletes. A constant, not a parameter: with a parameter, the server may
+/// plan the statement for a limit of 0 and then keep planning it at every
+/// call (measured: half the throughput on some connections).
+pub(crate) const PURGE_BATCH: u32 = 64;
 
 /// `count`: $1 keys, $2 costs (at most `MAX_COUNT`), $3 lifetimes in µs,
-/// $4 the deadline. Adds each cost to a live counter (keeping its
-/// lifetime), or writes it in a new or expired one. Returns (ord, count).
+/// $4 the deadline, $5 the call's id (32 hex digits), $6 the record's
+/// lifetime in µs. Adds each cost to
+/// a live counter (keeping its lifetime), or writes it in a new or expired
+/// one; records the new counts. Returns (ord, count): the new counts, or
+/// those recorded by an earlier attempt.
 const COUNT: &str = r"
-WITH input AS (
+WITH prior AS (
+    SELECT applied, counts FROM {s}.calls WHERE id = $5::text::uuid
+), input AS (
     SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[])
         WITH ORDINALITY AS i (key, cost, ttl_us, ord)
+    WHERE NOT EXISTS (SELECT FROM prior)
 ), written AS (
     INSERT INTO {s}.counters AS c (key, value, expires_at)
     SELECT key, cost, statement_timestamp() + ttl_us * interval '1 microsecond'
@@ -27,31 +67,48 @@ WITH input AS (
             THEN c.expires_at ELSE excluded.expires_at END
     WHERE clock_timestamp() <= $4::timestamptz
     RETURNING c.key, c.value
-), checked AS (
+), answer AS (
+    SELECT i.ord, w.value FROM input i JOIN written w ON w.key = i.key
+), recorded AS (
+    INSERT INTO {s}.calls (id, expires_at, applied, counts)
+    SELECT $5::text::uuid, statement_timestamp() + $6::bigint * interval '1 microsecond', true,
+        (SELECT coalesce(array_agg(value ORDER BY ord), '{}') FROM answer)
+    WHERE NOT EXISTS (SELECT FROM prior)
+    RETURNING 1
+{purge}), checked AS (
     SELECT {s}.tollgate_guard($4::timestamptz,
-        (SELECT count(*) FROM written), (SELECT count(*) FROM input)) AS ok
+        (SELECT count(*) FROM written) + (SELECT count(*) FROM recorded),
+        (SELECT count(*) FROM input) + (NOT EXISTS (SELECT FROM prior))::int) AS ok
 )
-SELECT i.ord, w.value
-FROM checked, input i JOIN written w ON w.key = i.key
-WHERE checked.ok ORDER BY i.ord";
+SELECT a.ord, a.value FROM checked, answer a WHERE checked.ok
+UNION ALL
+SELECT r.ord, r.value
+FROM checked, prior p, unnest(p.counts) WITH ORDINALITY AS r (value, ord)
+WHERE checked.ok
+ORDER BY 1";
 
 /// `reserve`: $1 keys, $2 costs (at most `MAX_COUNT`), $3 lifetimes in µs,
 /// $4 room (the largest count each cost fits on, -1 when it never fits),
-/// $5 the deadline. Locks the existing counters, decides, then writes every
+/// $5 the deadline, $6 the call's id, $7 the record's lifetime in µs. Locks the existing counters, decides, then writes every
 /// counter or none. A counter absent when locked but created concurrently
 /// before the insert makes the guard raise a serialization failure (the
 /// statement rolls back whole and is tried again). The inserts run before
 /// the updates: a concurrent insert of the same key then finds the locked
 /// row only locked, not updated by an open transaction, and does not wait
 /// for it (which, while this statement waited for its own insert, would be
-/// a deadlock). Returns (ord, count, applied).
+/// a deadlock). Records the decision and the counts answered, a refusal
+/// too. Returns (ord, count, applied): the reservation's, or those recorded
+/// by an earlier attempt.
 const RESERVE: &str = r"
-WITH input AS (
+WITH prior AS (
+    SELECT applied, counts FROM {s}.calls WHERE id = $6::text::uuid
+), input AS (
     SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[])
         WITH ORDINALITY AS i (key, cost, ttl_us, room, ord)
+    WHERE NOT EXISTS (SELECT FROM prior)
 ), locked AS (
     SELECT c.key, c.value, c.expires_at > statement_timestamp() AS live
-    FROM {s}.counters c WHERE c.key = ANY ($1::bytea[])
+    FROM {s}.counters c WHERE c.key = ANY ($1::bytea[]) AND NOT EXISTS (SELECT FROM prior)
     ORDER BY c.key FOR UPDATE
 ), current AS (
     SELECT i.ord, i.key, i.cost, i.ttl_us, i.room, l.key IS NOT NULL AS present,
@@ -78,25 +135,46 @@ WITH input AS (
         -- After every insert: see the note above.
         AND (SELECT count(*) FROM inserted) >= 0
     RETURNING c.key, c.value
-), checked AS (
+), answer AS (
+    SELECT cur.ord, coalesce(u.value, n.value, cur.value) AS value, d.fits
+    FROM decision d, current cur
+        LEFT JOIN updated u ON u.key = cur.key
+        LEFT JOIN inserted n ON n.key = cur.key
+), recorded AS (
+    INSERT INTO {s}.calls (id, expires_at, applied, counts)
+    SELECT $6::text::uuid, statement_timestamp() + $7::bigint * interval '1 microsecond', d.fits,
+        (SELECT coalesce(array_agg(value ORDER BY ord), '{}') FROM answer)
+    FROM decision d
+    WHERE NOT EXISTS (SELECT FROM prior)
+    RETURNING 1
+{purge}), checked AS (
     SELECT {s}.tollgate_guard($5::timestamptz,
-        (SELECT count(*) FROM updated) + (SELECT count(*) FROM inserted),
-        CASE WHEN (SELECT fits FROM decision) THEN (SELECT count(*) FROM input) ELSE 0 END) AS ok
+        (SELECT count(*) FROM updated) + (SELECT count(*) FROM inserted)
+            + (SELECT count(*) FROM recorded),
+        CASE WHEN (SELECT fits FROM decision) THEN (SELECT count(*) FROM input) ELSE 0 END
+            + (NOT EXISTS (SELECT FROM prior))::int) AS ok
 )
-SELECT cur.ord, coalesce(u.value, n.value, cur.value), d.fits
-FROM checked, decision d, current cur
-    LEFT JOIN updated u ON u.key = cur.key
-    LEFT JOIN inserted n ON n.key = cur.key
-WHERE checked.ok ORDER BY cur.ord";
+SELECT a.ord, a.value, a.fits FROM checked, answer a WHERE checked.ok
+UNION ALL
+SELECT r.ord, r.value, p.applied
+FROM checked, prior p, unnest(p.counts) WITH ORDINALITY AS r (value, ord)
+WHERE checked.ok
+ORDER BY 1";
 
-/// `refund`: $1 keys, $2 costs (at most `MAX_COUNT`), $3 the deadline.
-/// Subtracts from live counters, floored at 0, keeping their lifetime; an
-/// absent or expired counter is not written. Returns (ord, count).
+/// `refund`: $1 keys, $2 costs (at most `MAX_COUNT`), $3 the deadline, $4
+/// the call's id, $5 the record's lifetime in µs. Subtracts from live counters, floored at 0, keeping
+/// their lifetime; an absent or expired counter is not written. Records
+/// the counts. Returns (ord, count): the refund's, or those recorded by an
+/// earlier attempt.
 const REFUND: &str = r"
-WITH input AS (
+WITH prior AS (
+    SELECT applied, counts FROM {s}.calls WHERE id = $4::text::uuid
+), input AS (
     SELECT * FROM unnest($1::bytea[], $2::bigint[]) WITH ORDINALITY AS i (key, cost, ord)
+    WHERE NOT EXISTS (SELECT FROM prior)
 ), locked AS (
-    SELECT c.key FROM {s}.counters c WHERE c.key = ANY ($1::bytea[])
+    SELECT c.key FROM {s}.counters c
+    WHERE c.key = ANY ($1::bytea[]) AND NOT EXISTS (SELECT FROM prior)
     ORDER BY c.key FOR UPDATE
 ), updated AS (
     UPDATE {s}.counters c SET value = greatest(c.value - i.cost, 0)
@@ -104,13 +182,25 @@ WITH input AS (
     WHERE c.key = i.key AND c.expires_at > statement_timestamp()
         AND clock_timestamp() <= $3::timestamptz
     RETURNING c.key, c.value
-), checked AS (
+), answer AS (
+    SELECT i.ord, coalesce(u.value, 0) AS value FROM input i LEFT JOIN updated u ON u.key = i.key
+), recorded AS (
+    INSERT INTO {s}.calls (id, expires_at, applied, counts)
+    SELECT $4::text::uuid, statement_timestamp() + $5::bigint * interval '1 microsecond', true,
+        (SELECT coalesce(array_agg(value ORDER BY ord), '{}') FROM answer)
+    WHERE NOT EXISTS (SELECT FROM prior)
+    RETURNING 1
+{purge}), checked AS (
     SELECT {s}.tollgate_guard($3::timestamptz,
-        (SELECT count(*) FROM updated), (SELECT count(*) FROM updated)) AS ok
+        (SELECT count(*) FROM updated) + (SELECT count(*) FROM recorded),
+        (SELECT count(*) FROM updated) + (NOT EXISTS (SELECT FROM prior))::int) AS ok
 )
-SELECT i.ord, coalesce(u.value, 0)
-FROM checked, input i LEFT JOIN updated u ON u.key = i.key
-WHERE checked.ok ORDER BY i.ord";
+SELECT a.ord, a.value FROM checked, answer a WHERE checked.ok
+UNION ALL
+SELECT r.ord, r.value
+FROM checked, prior p, unnest(p.counts) WITH ORDINALITY AS r (value, ord)
+WHERE checked.ok
+ORDER BY 1";
 
 /// `get`: $1 keys. Returns (ord, count or null).
 const GET: &str = r"
@@ -186,7 +276,8 @@ SELECT (SELECT count(*) FROM released) FROM checked WHERE checked.ok";
 
 /// The sweep: $1 the most rows to remove from each table. Skips rows
 /// another call holds, and checks the expiry again on the row it deletes
-/// (a counter replaced since is live again). Returns (counters, marks).
+/// (a counter replaced since is live again). Returns (counters, marks,
+/// call records).
 const SWEEP: &str = r"
 WITH counters AS (
     DELETE FROM {s}.counters c
@@ -200,8 +291,10 @@ WITH counters AS (
                     LIMIT $1::bigint FOR UPDATE SKIP LOCKED)
         AND m.expires_at <= clock_timestamp()
     RETURNING 1
+), calls AS ({purge_sweep}
 )
-SELECT (SELECT count(*) FROM counters), (SELECT count(*) FROM marks)";
+SELECT (SELECT count(*) FROM counters), (SELECT count(*) FROM marks),
+    (SELECT count(*) FROM calls)";
 
 /// The statements of one schema.
 #[derive(Clone, Debug)]
@@ -209,6 +302,8 @@ pub(crate) struct Statements {
     pub(crate) count: String,
     pub(crate) reserve: String,
     pub(crate) refund: String,
+    /// The counter statements that also purge expired call records.
+    pub(crate) purging: Purging,
     pub(crate) get: String,
     pub(crate) delete: String,
     pub(crate) claim: String,
@@ -217,20 +312,40 @@ pub(crate) struct Statements {
     pub(crate) sweep: String,
 }
 
+/// The purging variants of the counter statements.
+#[derive(Clone, Debug)]
+pub(crate) struct Purging {
+    pub(crate) count: String,
+    pub(crate) reserve: String,
+    pub(crate) refund: String,
+}
+
 impl Statements {
     /// The statements on the schema `quoted` (a quoted identifier).
     pub(crate) fn new(quoted: &str) -> Statements {
-        let on = |sql: &str| sql.replace("{s}", quoted);
+        let purge = PURGE.replace("{limit}", &PURGE_BATCH.to_string());
+        let purged = format!("), purged AS ({purge}\n");
+        let on = |sql: &str, purging: bool| {
+            let purge = if purging { purged.as_str() } else { "" };
+            sql.replace("{purge}", purge)
+                .replace("{purge_sweep}", &PURGE.replace("{limit}", "$1::bigint"))
+                .replace("{s}", quoted)
+        };
         Statements {
-            count: on(COUNT),
-            reserve: on(RESERVE),
-            refund: on(REFUND),
-            get: on(GET),
-            delete: on(DELETE),
-            claim: on(CLAIM),
-            finish: on(FINISH),
-            release: on(RELEASE),
-            sweep: on(SWEEP),
+            count: on(COUNT, false),
+            reserve: on(RESERVE, false),
+            refund: on(REFUND, false),
+            purging: Purging {
+                count: on(COUNT, true),
+                reserve: on(RESERVE, true),
+                refund: on(REFUND, true),
+            },
+            get: on(GET, false),
+            delete: on(DELETE, false),
+            claim: on(CLAIM, false),
+            finish: on(FINISH, false),
+            release: on(RELEASE, false),
+            sweep: on(SWEEP, false),
         }
     }
 }

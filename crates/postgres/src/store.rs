@@ -3,13 +3,15 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MARK_DONE, MAX_COUNT, MarkStore, Named, Reservation,
-    StoreError, async_trait,
+    CheckId, Claim, Counter, CounterStore, Deadline, MARK_DONE, MAX_COUNT, MarkStore, Named,
+    Reservation, StoreError, async_trait,
 };
 
 use crate::shared::Shared;
@@ -109,6 +111,46 @@ impl PostgresStore {
         .await
     }
 
+    /// What a counter call records its id by: the id as 32 hex digits and
+    /// the record's lifetime in µs (the check's budget and the skew margin:
+    /// past it no attempt of the call is applied); and whether the call is
+    /// the one in [`PURGE_EVERY`] of this store (and its clones) that runs
+    /// the statement's purging variant.
+    fn record(&self, id: CheckId, deadline: Deadline) -> (String, i64, bool) {
+        let calls = self.shared.counter_calls.fetch_add(1, Ordering::Relaxed);
+        let lifetime = deadline
+            .check_budget()
+            .saturating_add(Deadline::SKEW_MARGIN);
+        (
+            id.to_string(),
+            micros(lifetime),
+            calls % PURGE_EVERY == PURGE_EVERY - 1,
+        )
+    }
+
+    /// Runs a counter statement, again while it fails only because it
+    /// raced another call and applied nothing: a counter created
+    /// concurrently (a serialization failure from the guard), or another
+    /// attempt of the same call that recorded it first (a unique violation
+    /// on the record's id; run again, the statement finds that record).
+    async fn write(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        deadline: Deadline,
+        started: Instant,
+    ) -> Result<Vec<Row>, StoreError> {
+        loop {
+            match self.shared.query(sql, params, deadline, started).await? {
+                Ok(rows) => return Ok(rows),
+                Err(err) if raced(&err) && !deadline.has_passed() => {
+                    tracing::trace!("tollgate-postgres: a counter call raced another; again");
+                }
+                Err(err) => return Err(error::from_pg(err, started)),
+            }
+        }
+    }
+
     /// Runs a statement returning rows; its own failure mapped as the others.
     async fn rows(
         &self,
@@ -145,6 +187,7 @@ impl CounterStore for PostgresStore {
     async fn count(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let started = Instant::now();
@@ -153,16 +196,21 @@ impl CounterStore for PostgresStore {
         }
         let (keys, costs, ttls) = columns(counters);
         let cutoff = cutoff(deadline);
-        let sql = &self.shared.sql.count;
-        let rows = self
-            .rows(sql, &[&keys, &costs, &ttls, &cutoff], deadline, started)
-            .await?;
+        let (id, lifetime, purge) = self.record(id, deadline);
+        let sql = if purge {
+            &self.shared.sql.purging.count
+        } else {
+            &self.shared.sql.count
+        };
+        let params: [&(dyn ToSql + Sync); 6] = [&keys, &costs, &ttls, &cutoff, &id, &lifetime];
+        let rows = self.write(sql, &params, deadline, started).await?;
         counts(&rows, counters.len())
     }
 
     async fn reserve(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         let started = Instant::now();
@@ -175,23 +223,15 @@ impl CounterStore for PostgresStore {
         let (keys, costs, ttls) = columns(counters);
         let rooms: Vec<i64> = counters.iter().map(room).collect();
         let cutoff = cutoff(deadline);
-        let sql = &self.shared.sql.reserve;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-            [&keys, &costs, &ttls, &rooms, &cutoff];
-        let rows = loop {
-            match self.shared.query(sql, &params, deadline, started).await? {
-                Ok(rows) => break rows,
-                // A counter was created between the lock and the insert;
-                // nothing was applied. Now it exists, and is locked first.
-                Err(err)
-                    if err.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
-                        && !deadline.has_passed() =>
-                {
-                    tracing::trace!("tollgate-postgres: reservation raced a new counter; again");
-                }
-                Err(err) => return Err(error::from_pg(err, started)),
-            }
+        let (id, lifetime, purge) = self.record(id, deadline);
+        let sql = if purge {
+            &self.shared.sql.purging.reserve
+        } else {
+            &self.shared.sql.reserve
         };
+        let params: [&(dyn ToSql + Sync); 7] =
+            [&keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime];
+        let rows = self.write(sql, &params, deadline, started).await?;
         let counts = counts(&rows, counters.len())?;
         let mut applied = None;
         for row in &rows {
@@ -210,6 +250,7 @@ impl CounterStore for PostgresStore {
     async fn refund(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let started = Instant::now();
@@ -218,10 +259,14 @@ impl CounterStore for PostgresStore {
         }
         let (keys, costs, _) = columns(counters);
         let cutoff = cutoff(deadline);
-        let sql = &self.shared.sql.refund;
-        let rows = self
-            .rows(sql, &[&keys, &costs, &cutoff], deadline, started)
-            .await?;
+        let (id, lifetime, purge) = self.record(id, deadline);
+        let sql = if purge {
+            &self.shared.sql.purging.refund
+        } else {
+            &self.shared.sql.refund
+        };
+        let params: [&(dyn ToSql + Sync); 5] = [&keys, &costs, &cutoff, &id, &lifetime];
+        let rows = self.write(sql, &params, deadline, started).await?;
         counts(&rows, counters.len())
     }
 
@@ -313,6 +358,27 @@ impl MarkStore for PostgresStore {
             .rows(sql, &[&key, &token, &cutoff], deadline, started)
             .await?;
         flag(&rows)
+    }
+}
+
+/// Counter calls of a store after which one purges expired call records,
+/// up to [`PURGE_BATCH`](crate::sql::PURGE_BATCH) (twice as many as were
+/// written meanwhile): so expired records never pile up, with or without
+/// the background sweep, and the other calls run no purge at all. Not a
+/// time budget.
+const PURGE_EVERY: u64 = 32;
+
+/// Whether a counter statement failed only because it raced another call,
+/// applying nothing: the guard's serialization failure (a counter created
+/// concurrently), or a unique violation on a call record's id (another
+/// attempt of the same call recorded it first).
+fn raced(err: &tokio_postgres::Error) -> bool {
+    match err.code() {
+        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE => true,
+        Some(code) if *code == SqlState::UNIQUE_VIOLATION => {
+            err.as_db_error().and_then(|db| db.constraint()) == Some("calls_pkey")
+        }
+        _ => false,
     }
 }
 

@@ -1,4 +1,4 @@
-//! The sweep of expired counters and marks: in the background, every
+//! The sweep of expired counters, marks and call records: in the background, every
 //! interval, and on demand.
 
 use std::time::{Duration, Instant};
@@ -43,8 +43,8 @@ pub(crate) fn spawn(
     });
 }
 
-/// Removes at most `batch` expired counters and `batch` expired marks;
-/// how many it removed. With `lock_wait`, the server gives the sweep up
+/// Removes at most `batch` expired counters, `batch` expired marks and
+/// `batch` expired call records; how many it removed. With `lock_wait`, the server gives the sweep up
 /// when it waits longer than that for a lock. Otherwise bounded by its
 /// caller: a sweep dropped before its reply closes its connection.
 pub(crate) async fn sweep(
@@ -74,6 +74,7 @@ pub(crate) async fn sweep(
         row.try_get::<_, i64>(i)
             .map_err(|e| error::invalid(e.to_string()))
     };
-    let (counters, marks) = (removed(0)?, removed(1)?);
-    Ok(u64::try_from(counters.saturating_add(marks)).unwrap_or(0))
+    let (counters, marks, calls) = (removed(0)?, removed(1)?, removed(2)?);
+    let removed = counters.saturating_add(marks).saturating_add(calls);
+    Ok(u64::try_from(removed).unwrap_or(0))
 }

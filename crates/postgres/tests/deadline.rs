@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, Limiter, ManualClock, MarkStore, RetryPolicy, Rule,
-    StoreError, Window,
+    CheckId, Claim, Counter, CounterStore, Deadline, Limiter, ManualClock, MarkStore, RetryPolicy,
+    Rule, StoreError, Window,
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 
@@ -83,13 +83,16 @@ async fn a_count_held_past_its_deadline_applies_nothing() {
         reader,
     } = setup().await;
     let key = format!("limit:late:{}", tollgate_test_support::unique());
-    store.count(&[counter(&key)], long()).await.unwrap();
+    store
+        .count(&[counter(&key)], CheckId::new(), long())
+        .await
+        .unwrap();
     // A live counter, locked: the count waits on the row.
     let lock =
         format!("SELECT 1 FROM \"{schema}\".counters WHERE key = '{key}'::text::bytea FOR UPDATE");
     let (s, c) = (store.clone(), counter(&key));
     let (result, took) = while_locked(&mut locker, &lock, async move {
-        s.count(&[c], Deadline::after(BUDGET)).await
+        s.count(&[c], CheckId::new(), Deadline::after(BUDGET)).await
     })
     .await;
     assert_timeout(result, "a count");
@@ -113,7 +116,7 @@ async fn a_count_racing_an_insert_past_its_deadline_applies_nothing() {
     );
     let (s, c) = (store.clone(), counter(&key));
     let (result, _) = while_locked(&mut locker, &lock, async move {
-        s.count(&[c], Deadline::after(BUDGET)).await
+        s.count(&[c], CheckId::new(), Deadline::after(BUDGET)).await
     })
     .await;
     assert_timeout(result, "a count");
@@ -130,13 +133,17 @@ async fn a_reservation_and_a_refund_held_past_their_deadline_apply_nothing() {
     } = setup().await;
     let key = format!("limit:late:{}", tollgate_test_support::unique());
     let fresh = format!("limit:late-fresh:{}", tollgate_test_support::unique());
-    store.count(&[counter(&key)], long()).await.unwrap();
+    store
+        .count(&[counter(&key)], CheckId::new(), long())
+        .await
+        .unwrap();
     let lock =
         format!("SELECT 1 FROM \"{schema}\".counters WHERE key = '{key}'::text::bytea FOR UPDATE");
     // The reservation spans a locked counter and one it would create.
     let (s, batch) = (store.clone(), vec![counter(&fresh), counter(&key)]);
     let (result, _) = while_locked(&mut locker, &lock, async move {
-        s.reserve(&batch, Deadline::after(BUDGET)).await
+        s.reserve(&batch, CheckId::new(), Deadline::after(BUDGET))
+            .await
     })
     .await;
     assert_timeout(result, "a reservation");
@@ -145,7 +152,8 @@ async fn a_reservation_and_a_refund_held_past_their_deadline_apply_nothing() {
 
     let (s, c) = (store.clone(), counter(&key));
     let (result, _) = while_locked(&mut locker, &lock, async move {
-        s.refund(&[c], Deadline::after(BUDGET)).await
+        s.refund(&[c], CheckId::new(), Deadline::after(BUDGET))
+            .await
     })
     .await;
     assert_timeout(result, "a refund");
@@ -228,7 +236,10 @@ async fn a_deadline_already_passed_sends_nothing() {
     } = setup().await;
     let key = format!("limit:passed:{}", tollgate_test_support::unique());
     let passed = Deadline::after(Duration::ZERO);
-    assert_timeout(store.count(&[counter(&key)], passed).await, "a count");
+    assert_timeout(
+        store.count(&[counter(&key)], CheckId::new(), passed).await,
+        "a count",
+    );
     assert_eq!(support::stored(&reader, &schema, &key).await, None);
 }
 
@@ -243,7 +254,10 @@ async fn a_call_its_caller_gave_up_on_takes_its_connection_out_of_the_pool() {
     let store = support::open(&format!("{url}{separator}application_name={name}"), &schema).await;
     let (mut locker, reader) = (support::client(&url).await, support::client(&url).await);
     let key = format!("limit:abandoned:{}", tollgate_test_support::unique());
-    store.count(&[counter(&key)], long()).await.unwrap();
+    store
+        .count(&[counter(&key)], CheckId::new(), long())
+        .await
+        .unwrap();
     let connections = || async {
         let sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1";
         reader
@@ -258,7 +272,11 @@ async fn a_call_its_caller_gave_up_on_takes_its_connection_out_of_the_pool() {
         format!("SELECT 1 FROM \"{schema}\".counters WHERE key = '{key}'::text::bytea FOR UPDATE");
     let tx = locker.transaction().await.unwrap();
     tx.batch_execute(&lock).await.unwrap();
-    let cut = tokio::time::timeout(BUDGET, store.count(&[counter(&key)], long())).await;
+    let cut = tokio::time::timeout(
+        BUDGET,
+        store.count(&[counter(&key)], CheckId::new(), long()),
+    )
+    .await;
     assert!(cut.is_err(), "the call was not cut off");
     tx.commit().await.unwrap();
     let mut left = connections().await;
@@ -273,7 +291,10 @@ async fn a_call_its_caller_gave_up_on_takes_its_connection_out_of_the_pool() {
         left, 0,
         "the abandoned call's connection went back to the pool"
     );
-    store.count(&[counter(&key)], long()).await.unwrap();
+    store
+        .count(&[counter(&key)], CheckId::new(), long())
+        .await
+        .unwrap();
 }
 
 /// A limiter whose retry policy is not the default (one attempt of 20 ms),
@@ -311,7 +332,7 @@ async fn a_short_retry_policy_is_the_deadline_the_server_applies_a_held_check_by
         ..counter(&key)
     };
     store
-        .count(std::slice::from_ref(&once), long())
+        .count(std::slice::from_ref(&once), CheckId::new(), long())
         .await
         .unwrap();
 
@@ -334,7 +355,7 @@ async fn a_short_retry_policy_is_the_deadline_the_server_applies_a_held_check_by
     let other = format!("limit:other:{}", tollgate_test_support::unique());
     let answered = tokio::time::timeout(
         Duration::from_secs(5),
-        store.count(&[counter(&other)], long()),
+        store.count(&[counter(&other)], CheckId::new(), long()),
     )
     .await;
     match answered {
@@ -346,7 +367,7 @@ async fn a_short_retry_policy_is_the_deadline_the_server_applies_a_held_check_by
 
     // The abandoned statement, queued first on the row, runs now, past its
     // deadline; the next call on the counter waits for it.
-    let after = store.count(&[once], long()).await;
+    let after = store.count(&[once], CheckId::new(), long()).await;
     assert_eq!(
         after.unwrap(),
         [2],

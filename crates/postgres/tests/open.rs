@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use tollgate_core::{Counter, CounterStore, Deadline, StoreError};
+use tollgate_core::{CheckId, Counter, CounterStore, Deadline, StoreError};
 use tollgate_postgres::{Error, PostgresOptions, PostgresStore, SCHEMA_VERSION};
 
 fn deadline() -> Deadline {
@@ -47,7 +47,10 @@ async fn stores_opening_one_fresh_schema_at_once_all_succeed() {
     }
     let key = format!("limit:opened:{}", tollgate_test_support::unique());
     for store in &stores {
-        store.count(&[counter(&key)], deadline()).await.unwrap();
+        store
+            .count(&[counter(&key)], CheckId::new(), deadline())
+            .await
+            .unwrap();
     }
     assert_eq!(stores[0].get(&[key], deadline()).await.unwrap(), [8]);
     let client = support::client(&url).await;
@@ -145,7 +148,10 @@ async fn a_stored_count_out_of_range_is_an_invalid_reply_never_a_count() {
     let schema = support::unique_schema();
     let store = support::open(&url, &schema).await;
     let key = format!("limit:huge:{}", tollgate_test_support::unique());
-    store.count(&[counter(&key)], deadline()).await.unwrap();
+    store
+        .count(&[counter(&key)], CheckId::new(), deadline())
+        .await
+        .unwrap();
     let client = support::client(&url).await;
     let table = format!("\"{schema}\".counters");
     client
@@ -158,7 +164,9 @@ async fn a_stored_count_out_of_range_is_an_invalid_reply_never_a_count() {
     let read = store.get(std::slice::from_ref(&key), deadline()).await;
     assert!(matches!(read, Err(StoreError::InvalidReply(_))), "{read:?}");
     // A count saturates there, as every count does.
-    let counted = store.count(&[counter(&key)], deadline()).await;
+    let counted = store
+        .count(&[counter(&key)], CheckId::new(), deadline())
+        .await;
     assert_eq!(counted.ok(), Some(vec![tollgate_core::MAX_COUNT]));
 }
 
@@ -179,7 +187,7 @@ async fn a_reservation_refused_by_the_server_fails_at_once_with_that_error() {
     let key = format!("limit:refused:{}", tollgate_test_support::unique());
     let started = std::time::Instant::now();
     let batch = [counter(&key)];
-    let reserve = store.reserve(&batch, deadline());
+    let reserve = store.reserve(&batch, CheckId::new(), deadline());
     let result = tokio::time::timeout(Duration::from_secs(3), reserve).await;
     let took = started.elapsed();
     match result {
@@ -282,7 +290,7 @@ fn a_lazy_store_is_built_outside_a_runtime_and_connects_on_first_use() {
     };
     assert!(!exists(&client), "a lazy store connected at once");
     let key = format!("limit:lazy:{}", tollgate_test_support::unique());
-    let counts = runtime.block_on(store.count(&[counter(&key)], deadline()));
+    let counts = runtime.block_on(store.count(&[counter(&key)], CheckId::new(), deadline()));
     assert_eq!(counts.unwrap(), [1]);
     assert!(exists(&client), "the first call created the schema");
 }

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use tollgate_core::{Counter, CounterStore, Deadline, MarkStore, StoreError};
+use tollgate_core::{CheckId, Counter, CounterStore, Deadline, MarkStore, StoreError};
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 
 fn counter(key: &str, ttl: Duration) -> Counter {
@@ -37,7 +37,10 @@ async fn an_exhausted_pool_fails_busy_within_the_deadline_and_recovers() {
     .unwrap();
     let key = format!("limit:pool:{}", tollgate_test_support::unique());
     let c = counter(&key, Duration::from_secs(600));
-    store.count(std::slice::from_ref(&c), long()).await.unwrap();
+    store
+        .count(std::slice::from_ref(&c), CheckId::new(), long())
+        .await
+        .unwrap();
 
     let mut locker = support::client(&url).await;
     let tx = locker.transaction().await.unwrap();
@@ -48,7 +51,7 @@ async fn an_exhausted_pool_fails_busy_within_the_deadline_and_recovers() {
     .await
     .unwrap();
     let (s, held_counter) = (store.clone(), c.clone());
-    let held = tokio::spawn(async move { s.count(&[held_counter], long()).await });
+    let held = tokio::spawn(async move { s.count(&[held_counter], CheckId::new(), long()).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     let started = Instant::now();
@@ -56,6 +59,7 @@ async fn an_exhausted_pool_fails_busy_within_the_deadline_and_recovers() {
     let result = store
         .count(
             &[counter(&other, Duration::from_secs(600))],
+            CheckId::new(),
             Deadline::after(Duration::from_millis(100)),
         )
         .await;
@@ -76,7 +80,11 @@ async fn an_exhausted_pool_fails_busy_within_the_deadline_and_recovers() {
     tx.commit().await.unwrap();
     assert_eq!(held.await.unwrap().unwrap(), [2]);
     let after = store
-        .count(&[counter(&other, Duration::from_secs(600))], long())
+        .count(
+            &[counter(&other, Duration::from_secs(600))],
+            CheckId::new(),
+            long(),
+        )
         .await;
     assert_eq!(after.unwrap(), [1], "the pool recovered");
 }
@@ -107,7 +115,10 @@ async fn too_many_connections_is_busy() {
     // next call needs a second connection, which the server refuses.
     let key = format!("limit:role:{}", tollgate_test_support::unique());
     let c = counter(&key, Duration::from_secs(600));
-    store.count(std::slice::from_ref(&c), long()).await.unwrap();
+    store
+        .count(std::slice::from_ref(&c), CheckId::new(), long())
+        .await
+        .unwrap();
     let mut locker = support::client(&server.url()).await;
     let tx = locker.transaction().await.unwrap();
     tx.execute(
@@ -117,7 +128,7 @@ async fn too_many_connections_is_busy() {
     .await
     .unwrap();
     let (s, held_counter) = (store.clone(), c.clone());
-    let held = tokio::spawn(async move { s.count(&[held_counter], long()).await });
+    let held = tokio::spawn(async move { s.count(&[held_counter], CheckId::new(), long()).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     match store.get(std::slice::from_ref(&key), long()).await {
         Err(err @ StoreError::Busy(_)) => {
@@ -159,10 +170,17 @@ async fn the_sweep_removes_expired_rows_and_ends_with_the_store() {
     let short = Duration::from_millis(50);
     let expired: Vec<String> = (0..5).map(|i| format!("limit:gone:{id}:{i}")).collect();
     let counters: Vec<Counter> = expired.iter().map(|k| counter(k, short)).collect();
-    store.count(&counters, long()).await.unwrap();
+    store
+        .count(&counters, CheckId::new(), long())
+        .await
+        .unwrap();
     let live = format!("limit:live:{id}");
     store
-        .count(&[counter(&live, Duration::from_secs(600))], long())
+        .count(
+            &[counter(&live, Duration::from_secs(600))],
+            CheckId::new(),
+            long(),
+        )
         .await
         .unwrap();
     store
@@ -220,7 +238,11 @@ async fn a_sweep_blocked_past_its_interval_is_given_up_and_the_next_starts_on_ti
     let id = tollgate_test_support::unique();
     let expired = format!("limit:gone:{id}");
     store
-        .count(&[counter(&expired, Duration::from_millis(50))], long())
+        .count(
+            &[counter(&expired, Duration::from_millis(50))],
+            CheckId::new(),
+            long(),
+        )
         .await
         .unwrap();
 
@@ -285,14 +307,21 @@ async fn a_sweep_on_demand_says_how_many_expired_entries_it_removed() {
     let counters: Vec<Counter> = (0..3)
         .map(|i| counter(&format!("limit:gone:{id}:{i}"), short))
         .collect();
-    store.count(&counters, long()).await.unwrap();
+    store
+        .count(&counters, CheckId::new(), long())
+        .await
+        .unwrap();
     store
         .claim(&format!("mark:gone:{id}"), "t", short, long())
         .await
         .unwrap();
     let live = format!("limit:live:{id}");
     store
-        .count(&[counter(&live, Duration::from_secs(600))], long())
+        .count(
+            &[counter(&live, Duration::from_secs(600))],
+            CheckId::new(),
+            long(),
+        )
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;

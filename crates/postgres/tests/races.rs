@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Barrier;
-use tollgate_core::{Counter, CounterStore, Deadline};
+use tollgate_core::{CheckId, Counter, CounterStore, Deadline};
 use tollgate_postgres::PostgresStore;
 
 const STORES: usize = 4;
@@ -78,7 +78,7 @@ async fn racing_reservations_on_new_counters_admit_exactly_max() {
         let batch = counters(&keys, MAX, 1);
         let results = race(&stores, move |_, store| {
             let batch = batch.clone();
-            async move { store.reserve(&batch, deadline()).await }
+            async move { store.reserve(&batch, CheckId::new(), deadline()).await }
         })
         .await;
         let mut applied = 0;
@@ -104,7 +104,12 @@ async fn racing_counts_on_a_new_counter_lose_no_increment() {
     let batch = counters(std::slice::from_ref(&key), 10, 3);
     let results = race(&stores, move |_, store| {
         let batch = batch.clone();
-        async move { store.count(&batch, deadline()).await.unwrap()[0] }
+        async move {
+            store
+                .count(&batch, CheckId::new(), deadline())
+                .await
+                .unwrap()[0]
+        }
     })
     .await;
     let calls = (STORES * TASKS_PER_STORE) as u64;
@@ -134,9 +139,17 @@ async fn reservations_racing_counts_never_go_past_max() {
             let (reserve, count) = (reserve.clone(), count.clone());
             async move {
                 if i % 2 == 0 {
-                    Some(store.reserve(&reserve, deadline()).await.unwrap())
+                    Some(
+                        store
+                            .reserve(&reserve, CheckId::new(), deadline())
+                            .await
+                            .unwrap(),
+                    )
                 } else {
-                    store.count(&count, deadline()).await.unwrap();
+                    store
+                        .count(&count, CheckId::new(), deadline())
+                        .await
+                        .unwrap();
                     None
                 }
             }

@@ -192,10 +192,13 @@ async fn ceiling(
             let who = principal(task, n);
             let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
             let window = now.as_secs() / 86_400;
-            let mut command = vec!["EVALSHA".to_owned(), sha.to_string(), rules.to_string()];
+            let keys = (rules + 1).to_string();
+            let mut command = vec!["EVALSHA".to_owned(), sha.to_string(), keys];
             for i in 0..rules {
                 command.push(format!("limit:bench{i}:{who}:{window}"));
             }
+            let id = tollgate_core::CheckId::new();
+            command.push(format!("{}{id}", tollgate_redis::RECORD_PREFIX));
             command.push((now.as_millis() as u64 + 70).to_string());
             for _ in 0..rules {
                 command.push("86400000".into());
@@ -204,6 +207,7 @@ async fn ceiling(
                     command.push(MAX.to_string());
                 }
             }
+            command.push("780".into());
             let Ok(response) = client
                 .post(url.as_str())
                 .header("authorization", auth.as_str())

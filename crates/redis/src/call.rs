@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tollgate_core::{Counter, MARK_DONE};
 
+use crate::record::Record;
+
 /// A script call being written: its keys first, then its arguments.
 pub(crate) trait Call {
     /// Appends a key (the next `KEYS[i]`).
@@ -28,8 +30,9 @@ pub(crate) struct Size {
     pub(crate) text: usize,
 }
 
-/// A script over counters: every key, the deadline (`ARGV[1]`), then the
-/// same arguments for each counter.
+/// A script over counters: every key and the call's record (if it has
+/// one), the deadline (`ARGV[1]`), the same arguments for each counter,
+/// then the record's lifetime (0: no record).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Counters {
     /// [`COUNT`](crate::scripts::COUNT): lifetime in ms and cost per counter.
@@ -50,26 +53,38 @@ impl Counters {
         }
     }
 
-    /// The size of a call on `counters`.
-    pub(crate) fn size<'a>(self, counters: impl Iterator<Item = &'a Counter>) -> Size {
-        let (keys, text) = counters.fold((0, 0), |(n, text), c| (n + 1, text + c.key.len()));
+    /// The size of a call on `counters` recorded as `record`.
+    pub(crate) fn size<'a>(
+        self,
+        counters: impl Iterator<Item = &'a Counter>,
+        record: &Record,
+    ) -> Size {
+        let (n, text) = counters.fold((0, 0), |(n, text), c| (n + 1, text + c.key.len()));
         Size {
-            keys,
-            args: 1 + keys * self.per_counter(),
-            text,
+            keys: n + usize::from(!record.key.is_empty()),
+            args: 2 + n * self.per_counter(),
+            text: text + record.key.len(),
         }
     }
 
     /// Writes a call on `counters` with the deadline `cutoff` (wall-clock
-    /// ms, as `Deadline::cutoff_unix_millis` gives).
-    pub(crate) fn write<'a, I>(self, call: &mut impl Call, counters: I, cutoff: u64)
-    where
+    /// ms, as `Deadline::cutoff_unix_millis` gives), recorded as `record`.
+    pub(crate) fn write<'a, I>(
+        self,
+        call: &mut impl Call,
+        counters: I,
+        cutoff: u64,
+        record: &Record,
+    ) where
         I: IntoIterator<Item = &'a Counter>,
         I::IntoIter: Clone,
     {
         let counters = counters.into_iter();
         for counter in counters.clone() {
             call.key(&counter.key);
+        }
+        if !record.key.is_empty() {
+            call.key(&record.key);
         }
         call.number(cutoff);
         for counter in counters {
@@ -86,6 +101,7 @@ impl Counters {
                 Counters::Refund => call.number(counter.cost),
             }
         }
+        call.number(record.lifetime_ms);
     }
 }
 
@@ -202,23 +218,28 @@ mod tests {
     }
 
     #[test]
-    fn counter_scripts_take_keys_the_deadline_then_each_counters_arguments() {
+    fn counter_scripts_take_keys_and_record_the_deadline_each_counters_arguments_then_the_records_lifetime()
+     {
         let counters = [counter("a", 60_000, 2, 10), counter("b", 1_000, 3, 20)];
+        let record = Record {
+            key: "r".into(),
+            lifetime_ms: 720,
+        };
         let written = |script: Counters| {
             let mut call = Written::default();
-            script.write(&mut call, &counters, 99);
-            assert_eq!(call.0.len(), 3 + 2 * script.per_counter());
+            script.write(&mut call, &counters, 99, &record);
+            assert_eq!(call.0.len(), 5 + 2 * script.per_counter());
             call.0.join(" ")
         };
         assert_eq!(
             written(Counters::Count),
-            "k:a k:b n:99 n:60000 n:2 n:1000 n:3"
+            "k:a k:b k:r n:99 n:60000 n:2 n:1000 n:3 n:720"
         );
         assert_eq!(
             written(Counters::Reserve),
-            "k:a k:b n:99 n:60000 n:2 n:10 n:1000 n:3 n:20"
+            "k:a k:b k:r n:99 n:60000 n:2 n:10 n:1000 n:3 n:20 n:720"
         );
-        assert_eq!(written(Counters::Refund), "k:a k:b n:99 n:2 n:3");
+        assert_eq!(written(Counters::Refund), "k:a k:b k:r n:99 n:2 n:3 n:720");
     }
 
     #[test]

@@ -43,6 +43,13 @@ pub(crate) fn is_noscript(text: &str) -> bool {
     text.starts_with("NOSCRIPT")
 }
 
+/// Whether a call failed with `TRYAGAIN`: Redis Cluster refused it
+/// unapplied, because some of its keys are on a node its slot is
+/// migrating to and others are not.
+pub(crate) fn is_try_again(err: &StoreError) -> bool {
+    matches!(err, StoreError::Busy(source) if source.to_string().starts_with("TRYAGAIN"))
+}
+
 /// Whether an error reply's code is one a later attempt may get past.
 pub(crate) fn is_busy(code: &str) -> bool {
     BUSY_CODES.contains(&code)

@@ -7,6 +7,7 @@ compile_error!("tollgate-redis needs a transport: enable its `tcp` or `upstash` 
 mod call;
 mod failure;
 mod ops;
+mod record;
 mod reply;
 pub mod scripts;
 mod transport;
@@ -29,3 +30,5 @@ pub use error::Error;
 pub use tcp::RedisStore;
 #[cfg(feature = "upstash")]
 pub use upstash::UpstashStore;
+
+pub use record::RECORD_PREFIX;

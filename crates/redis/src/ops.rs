@@ -7,6 +7,7 @@
 use tollgate_core::{Counter, Deadline, Reservation, StoreError};
 
 use crate::call::{Counters, Single};
+use crate::record::Record;
 use crate::reply::{self, Reply};
 use crate::scripts::{SCRIPTS, Script};
 use crate::transport::{Transport, eval, mget};
@@ -19,46 +20,62 @@ impl<'a, I: Iterator<Item = &'a Counter> + Clone + Send> Batch<'a> for I {}
 /// A call of the counter script `script`, laid out as `layout`, on `counters`.
 fn counter_args<'a, T: Transport>(
     transport: &T,
-    script: &Script,
-    layout: Counters,
+    (script, layout): (&Script, Counters),
     counters: impl Batch<'a>,
+    record: &Record,
     deadline: Deadline,
 ) -> T::Args {
-    let mut args = transport.args(script, layout.size(counters.clone()));
-    layout.write(&mut args, counters, deadline.cutoff_unix_millis());
+    let mut args = transport.args(script, layout.size(counters.clone(), record));
+    layout.write(&mut args, counters, deadline.cutoff_unix_millis(), record);
     args
 }
 
-/// [`COUNT`](crate::scripts::COUNT): the new counts.
+/// [`COUNT`](crate::scripts::COUNT), recorded as `record`: the new counts.
 pub(crate) async fn count<'a, T: Transport>(
     transport: &T,
     counters: impl Batch<'a>,
+    record: &Record,
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<Vec<u64>, StoreError> {
     let (n, script) = (counters.clone().count(), &SCRIPTS.count);
-    let args = counter_args(transport, script, Counters::Count, counters, deadline);
+    let args = counter_args(
+        transport,
+        (script, Counters::Count),
+        counters,
+        record,
+        deadline,
+    );
     reply::counts(eval(transport, script, args, route, deadline).await?, n)
 }
 
-/// [`RESERVE`](crate::scripts::RESERVE): whether it applied, and the counts.
+/// [`RESERVE`](crate::scripts::RESERVE), recorded as `record`: whether it
+/// applied, and the counts.
 pub(crate) async fn reserve<'a, T: Transport>(
     transport: &T,
     counters: impl Batch<'a>,
+    record: &Record,
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<Reservation, StoreError> {
     let (n, script) = (counters.clone().count(), &SCRIPTS.reserve);
-    let args = counter_args(transport, script, Counters::Reserve, counters, deadline);
+    let args = counter_args(
+        transport,
+        (script, Counters::Reserve),
+        counters,
+        record,
+        deadline,
+    );
     reply::reservation(eval(transport, script, args, route, deadline).await?, n)
 }
 
-/// [`REFUND`](crate::scripts::REFUND), or with `give_back` the script that
-/// also removes a counter brought back to 0: the new counts.
+/// [`REFUND`](crate::scripts::REFUND) recorded as `record`, or with
+/// `give_back` the [`GIVE_BACK`](crate::scripts::GIVE_BACK) of the
+/// reservation recorded as `record`: the new counts.
 pub(crate) async fn refund<'a, T: Transport>(
     transport: &T,
     counters: impl Batch<'a>,
-    give_back: bool,
+    (record, give_back): (&Record, bool),
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<Vec<u64>, StoreError> {
@@ -68,7 +85,13 @@ pub(crate) async fn refund<'a, T: Transport>(
         &SCRIPTS.refund
     };
     let n = counters.clone().count();
-    let args = counter_args(transport, script, Counters::Refund, counters, deadline);
+    let args = counter_args(
+        transport,
+        (script, Counters::Refund),
+        counters,
+        record,
+        deadline,
+    );
     reply::counts(eval(transport, script, args, route, deadline).await?, n)
 }
 
@@ -125,17 +148,21 @@ macro_rules! endpoint_store {
             async fn count(
                 &self,
                 counters: &[tollgate_core::Counter],
+                id: tollgate_core::CheckId,
                 deadline: tollgate_core::Deadline,
             ) -> Result<Vec<u64>, tollgate_core::StoreError> {
                 if counters.is_empty() {
                     return Ok(Vec::new());
                 }
-                $crate::ops::count(&*self.$transport, counters.iter(), &mut (), deadline).await
+                let record = $crate::record::Record::new(id, deadline);
+                let transport = &*self.$transport;
+                $crate::ops::count(transport, counters.iter(), &record, &mut (), deadline).await
             }
 
             async fn reserve(
                 &self,
                 counters: &[tollgate_core::Counter],
+                id: tollgate_core::CheckId,
                 deadline: tollgate_core::Deadline,
             ) -> Result<tollgate_core::Reservation, tollgate_core::StoreError> {
                 if counters.is_empty() {
@@ -144,19 +171,24 @@ macro_rules! endpoint_store {
                         counts: Vec::new(),
                     });
                 }
-                $crate::ops::reserve(&*self.$transport, counters.iter(), &mut (), deadline).await
+                let record = $crate::record::Record::new(id, deadline);
+                let transport = &*self.$transport;
+                $crate::ops::reserve(transport, counters.iter(), &record, &mut (), deadline).await
             }
 
             async fn refund(
                 &self,
                 counters: &[tollgate_core::Counter],
+                id: tollgate_core::CheckId,
                 deadline: tollgate_core::Deadline,
             ) -> Result<Vec<u64>, tollgate_core::StoreError> {
                 if counters.is_empty() {
                     return Ok(Vec::new());
                 }
+                let record = $crate::record::Record::new(id, deadline);
                 let transport = &*self.$transport;
-                $crate::ops::refund(transport, counters.iter(), false, &mut (), deadline).await
+                let script = (&record, false);
+                $crate::ops::refund(transport, counters.iter(), script, &mut (), deadline).await
             }
 
             async fn get(

@@ -3,8 +3,10 @@
 //! `pub const` with its `KEYS`/`ARGV` contract, so that a raw client can
 //! send exactly the same work.
 //!
-//! Every write script starts with the same deadline check: it reads the
-//! server's clock (`TIME`) and, when it is past `ARGV[1]` (the caller's
+//! Every write script makes the same deadline check before it writes (a
+//! counter script first looks up its call's record: answering a retry of a
+//! call already applied writes nothing, so it needs no deadline): it reads
+//! the server's clock (`TIME`) and, when it is past `ARGV[1]` (the caller's
 //! `Deadline::cutoff_unix_millis` (tollgate-core),
 //! wall-clock milliseconds, skew margin included), it writes nothing and
 //! returns the status reply `DEADLINE`, which the store reports as
@@ -30,28 +32,32 @@
 
 use std::sync::LazyLock;
 
-/// A write script: the deadline check, then `$body`.
-macro_rules! write_script {
-    ($($body:literal),+) => {
-        concat!(
-            r"
+/// The deadline check: `DEADLINE`, nothing written, once the server's
+/// clock is past `ARGV[1]`.
+macro_rules! deadline_check {
+    () => {
+        r"
 local clock = redis.call('TIME')
 if tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000) > tonumber(ARGV[1]) then
   return redis.status_reply('DEADLINE')
 end
-",
-            $($body),+
-        )
+"
     };
 }
 
-/// A counter script: the deadline check, every counter read into `counts`
-/// (or an error reply before any write), then `$body`.
-macro_rules! counter_script {
-    ($body:literal) => {
-        write_script!(
-            r"
-local n = #KEYS
+/// A write script: the deadline check, then `$body`.
+macro_rules! write_script {
+    ($($body:expr),+) => {
+        concat!(deadline_check!(), $($body),+)
+    };
+}
+
+/// Reads every counter into `counts` (`n` of them, `KEYS[1..n]`), or
+/// returns an error reply before any write when one holds something else
+/// than a count.
+macro_rules! read_counts {
+    () => {
+        r"
 local counts = {}
 for i = 1, n do
   local value = redis.call('GET', KEYS[i])
@@ -71,7 +77,46 @@ for i = 1, n do
     counts[i] = tonumber(value)
   end
 end
+"
+    };
+}
+
+/// A counter script: the call's record (`KEYS[n+1]`, unless `ARGV[#ARGV]`
+/// is 0: no record), whose reply it returns when the call was applied
+/// before (even past the deadline: a replay writes nothing); the deadline
+/// check; every counter read into `counts`; then `$body`, which returns
+/// `remember(reply)`: the reply, recorded for `ARGV[#ARGV]` ms.
+macro_rules! counter_script {
+    ($body:literal) => {
+        concat!(
+            r"
+local n = #KEYS
+local record
+if ARGV[#ARGV] ~= '0' then
+  n = n - 1
+  record = KEYS[n + 1]
+  local done = redis.call('GET', record)
+  if done then
+    local reply = {}
+    for number in string.gmatch(done, '%d+') do
+      reply[#reply + 1] = tonumber(number)
+    end
+    return reply
+  end
+end
+local function remember(reply)
+  if record then
+    local text = {}
+    for i = 1, #reply do
+      text[i] = string.format('%.0f', reply[i])
+    end
+    redis.call('SET', record, table.concat(text, ','), 'PX', ARGV[#ARGV])
+  end
+  return reply
+end
 ",
+            deadline_check!(),
+            read_counts!(),
             $body
         )
     };
@@ -79,30 +124,34 @@ end
 
 /// Adds each cost, saturating at 2^53: the store's `count`.
 ///
-/// `KEYS`: the counters. `ARGV[1]`: the deadline (wall-clock ms); then per
-/// counter `i`, `ARGV[2i]` its lifetime in ms and `ARGV[2i+1]` its cost.
-/// Sets each counter to `min(count + cost, 2^53)` with its lifetime
-/// (`SET … PX`). Returns the new counts, `DEADLINE`, or an error reply
-/// (nothing written) when a counter holds something else than a count.
+/// `KEYS`: the counters, then the call's record. `ARGV[1]`: the deadline
+/// (wall-clock ms); then per counter `i`, `ARGV[2i]` its lifetime in ms and
+/// `ARGV[2i+1]` its cost; last, the record's lifetime in ms. Sets each
+/// counter to `min(count + cost, 2^53)` with its lifetime (`SET … PX`).
+/// Returns the new counts (recorded: a retry of the call is answered them
+/// and applies nothing), `DEADLINE`, or an error reply (nothing written)
+/// when a counter holds something else than a count.
 pub const COUNT: &str = counter_script!(
     r"
 for i = 1, n do
   counts[i] = math.min(counts[i] + tonumber(ARGV[2 * i + 1]), 9007199254740992)
   redis.call('SET', KEYS[i], string.format('%.0f', counts[i]), 'PX', ARGV[2 * i])
 end
-return counts
+return remember(counts)
 "
 );
 
 /// Adds every cost if each fits, else none: the store's `reserve`.
 ///
-/// `KEYS`: the counters. `ARGV[1]`: the deadline (wall-clock ms); then per
-/// counter `i`, `ARGV[3i-1]` its lifetime in ms, `ARGV[3i]` its cost and
-/// `ARGV[3i+1]` its max. When `count + cost <= max` for every counter, sets
-/// each to `count + cost` with its lifetime (`SET … PX`). Returns
-/// `{applied, count...}`: 1 and the new counts, or 0 and the current
-/// counts; `DEADLINE`; or an error reply (nothing written) when a counter
-/// holds something else than a count.
+/// `KEYS`: the counters, then the call's record. `ARGV[1]`: the deadline
+/// (wall-clock ms); then per counter `i`, `ARGV[3i-1]` its lifetime in ms,
+/// `ARGV[3i]` its cost and `ARGV[3i+1]` its max; last, the record's
+/// lifetime in ms. When `count + cost <= max` for every counter, sets each
+/// to `count + cost` with its lifetime (`SET … PX`). Returns `{applied,
+/// count...}`: 1 and the new counts, or 0 and the current counts (recorded
+/// either way: a retry is answered the same); `DEADLINE`; or an error
+/// reply (nothing written) when a counter holds something else than a
+/// count.
 pub const RESERVE: &str = counter_script!(
     r"
 local fits = 1
@@ -121,16 +170,17 @@ local reply = {fits}
 for i = 1, n do
   reply[i + 1] = counts[i]
 end
-return reply
+return remember(reply)
 "
 );
 
 /// Gives each cost back, never below 0: the store's `refund`.
 ///
-/// `KEYS`: the counters. `ARGV[1]`: the deadline (wall-clock ms); then
-/// `ARGV[i+1]` the cost of counter `i`. Sets each existing counter to
-/// `max(count - cost, 0)`, keeping its lifetime (`SET … KEEPTTL`); an
-/// absent counter stays absent and reads 0. Returns the new counts,
+/// `KEYS`: the counters, then the call's record. `ARGV[1]`: the deadline
+/// (wall-clock ms); then `ARGV[i+1]` the cost of counter `i`; last, the
+/// record's lifetime in ms. Sets each existing counter to `max(count -
+/// cost, 0)`, keeping its lifetime (`SET … KEEPTTL`); an absent counter
+/// stays absent and reads 0. Returns the new counts (recorded),
 /// `DEADLINE`, or an error reply (nothing written) when a counter holds
 /// something else than a count.
 pub const REFUND: &str = counter_script!(
@@ -139,6 +189,49 @@ for i = 1, n do
   if counts[i] > 0 then
     counts[i] = math.max(counts[i] - tonumber(ARGV[i + 1]), 0)
     redis.call('SET', KEYS[i], string.format('%.0f', counts[i]), 'KEEPTTL')
+  end
+end
+return remember(counts)
+"
+);
+
+/// Undoes an applied reservation: what a Redis Cluster store sends to
+/// each slot that applied a reservation another slot refused.
+///
+/// `KEYS`, `ARGV` and the reply are [`REFUND`]'s, `KEYS[n+1]` being the
+/// reservation's record. Only when that record says the reservation was
+/// applied (or there is none: a reservation sent without one), deletes it
+/// (so a retry of the reservation applies afresh) and gives each cost back, removing a counter brought back to 0: the
+/// reservation may have created it, and a refused reservation creates no
+/// counter (a racing caller's increment in between keeps it above 0, so it
+/// stays, with its lifetime). Otherwise (never applied, or undone already)
+/// changes nothing. Returns the counts after.
+pub const GIVE_BACK: &str = write_script!(
+    r"
+local n = #KEYS
+local record
+local applied = true
+if ARGV[#ARGV] ~= '0' then
+  n = n - 1
+  record = KEYS[n + 1]
+  applied = string.sub(redis.call('GET', record) or '', 1, 2) == '1,'
+end
+",
+    read_counts!(),
+    r"
+if applied then
+  if record then
+    redis.call('DEL', record)
+  end
+  for i = 1, n do
+    if counts[i] > 0 then
+      counts[i] = math.max(counts[i] - tonumber(ARGV[i + 1]), 0)
+      if counts[i] == 0 then
+        redis.call('DEL', KEYS[i])
+      else
+        redis.call('SET', KEYS[i], string.format('%.0f', counts[i]), 'KEEPTTL')
+      end
+    end
   end
 end
 return counts
@@ -209,17 +302,6 @@ return 0
 "
 );
 
-/// What [`REFUND`] writes per counter.
-const REFUND_WRITE: &str =
-    "redis.call('SET', KEYS[i], string.format('%.0f', counts[i]), 'KEEPTTL')";
-
-/// What the give-back writes instead: a counter brought back to 0 is removed.
-const GIVE_BACK_WRITE: &str = "if counts[i] == 0 then
-      redis.call('DEL', KEYS[i])
-    else
-      redis.call('SET', KEYS[i], string.format('%.0f', counts[i]), 'KEEPTTL')
-    end";
-
 /// One script: its code, and its SHA-1 (lowercase hex, as Redis names
 /// scripts), computed once.
 #[derive(Debug)]
@@ -243,14 +325,6 @@ pub(crate) struct Scripts {
     pub(crate) count: Script,
     pub(crate) reserve: Script,
     pub(crate) refund: Script,
-    /// [`REFUND`], except that a counter brought back to 0 is removed: what
-    /// a Redis Cluster store sends to give back a reservation that another
-    /// slot refused. A reservation may have created its counters; giving
-    /// back must leave them as they were, absent rather than present at 0
-    /// (a refused reservation creates no counter). A counter that held 0
-    /// before reads the same absent, and a racing caller's increment in
-    /// between keeps the counter above 0, so it stays, with its lifetime.
-    /// `KEYS`, `ARGV` and the reply are [`REFUND`]'s.
     pub(crate) give_back: Script,
     pub(crate) delete: Script,
     pub(crate) claim: Script,
@@ -259,19 +333,15 @@ pub(crate) struct Scripts {
 }
 
 /// The scripts, hashed once per process.
-pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    // Made from REFUND, so both read and check counters with the same code.
-    let give_back = REFUND.replacen(REFUND_WRITE, GIVE_BACK_WRITE, 1);
-    Scripts {
-        count: Script::new(COUNT),
-        reserve: Script::new(RESERVE),
-        refund: Script::new(REFUND),
-        give_back: Script::new(give_back.leak()),
-        delete: Script::new(DELETE),
-        claim: Script::new(CLAIM),
-        finish: Script::new(FINISH),
-        release: Script::new(RELEASE),
-    }
+pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    count: Script::new(COUNT),
+    reserve: Script::new(RESERVE),
+    refund: Script::new(REFUND),
+    give_back: Script::new(GIVE_BACK),
+    delete: Script::new(DELETE),
+    claim: Script::new(CLAIM),
+    finish: Script::new(FINISH),
+    release: Script::new(RELEASE),
 });
 
 #[cfg(test)]
@@ -287,14 +357,5 @@ mod tests {
         );
         assert_eq!(SCRIPTS.count.sha.len(), 40);
         assert_ne!(SCRIPTS.count.sha, SCRIPTS.reserve.sha);
-    }
-
-    #[test]
-    fn the_give_back_is_the_refund_removing_counters_back_at_zero() {
-        let give_back = SCRIPTS.give_back.code;
-        assert_eq!(REFUND.matches(REFUND_WRITE).count(), 1);
-        assert_ne!(give_back, REFUND);
-        assert!(give_back.contains("redis.call('DEL', KEYS[i])"));
-        assert_eq!(give_back.replacen(GIVE_BACK_WRITE, REFUND_WRITE, 1), REFUND);
     }
 }

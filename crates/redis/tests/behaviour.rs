@@ -13,8 +13,8 @@ use redis::Value;
 use support::relay::Relay;
 use support::{admin, counter, deadline, info_field, limit, limits, run, stored};
 use tollgate_core::{
-    Claim, Clock, Counter, CounterStore, Deliveries, Limiter, ManualClock, MarkStore, Prefixed,
-    StoreError,
+    CheckId, Claim, Clock, Counter, CounterStore, Deliveries, Limiter, ManualClock, MarkStore,
+    Prefixed, StoreError,
 };
 use tollgate_redis::RedisStore;
 use tollgate_test_support::redis_server::RedisServer;
@@ -44,11 +44,14 @@ fn calls(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 }
 
 /// What one script run of `n` counters calls inside Redis, `times` over.
+/// The commands of `times` counter scripts on `n` counters each: per
+/// script, the clock, a `GET` of its record, a `GET` and a `SET` per
+/// counter, and the `SET` of its record.
 fn script_calls(times: u64, n: u64) -> BTreeMap<String, u64> {
     calls(&[
         ("evalsha", times),
-        ("get", n * times),
-        ("set", n * times),
+        ("get", (n + 1) * times),
+        ("set", (n + 1) * times),
         ("time", times),
     ])
 }
@@ -70,7 +73,10 @@ async fn a_check_of_four_limits_is_one_round_trip() {
     limiter.reserve(&limits).await.unwrap();
     let now = clock.now().as_secs();
     let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
-    store.refund(&counters, deadline()).await.unwrap();
+    store
+        .refund(&counters, CheckId::new(), deadline())
+        .await
+        .unwrap();
     let warm = deliveries.begin("warm-up").await.unwrap().unwrap();
     warm.complete().await.unwrap();
     limiter.reset(&limits[3]).await.unwrap();
@@ -100,7 +106,10 @@ async fn a_check_of_four_limits_is_one_round_trip() {
     run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
     let before = relay.turns();
     for _ in 0..CHECKS {
-        store.refund(&counters, deadline()).await.unwrap();
+        store
+            .refund(&counters, CheckId::new(), deadline())
+            .await
+            .unwrap();
     }
     let turns = relay.turns() - before;
     let stats = command_calls(&mut admin).await;
@@ -220,7 +229,13 @@ async fn a_demoted_server_is_busy_its_connection_is_replaced_and_writes_resume_w
     let store = RedisStore::open(&server.url()).unwrap();
     let mut admin = admin(&server.url()).await;
     let batch = [counter("a", 1, 5), counter("b", 1, 5)];
-    assert_eq!(store.count(&batch, deadline()).await.unwrap(), vec![1, 1]);
+    assert_eq!(
+        store
+            .count(&batch, CheckId::new(), deadline())
+            .await
+            .unwrap(),
+        vec![1, 1]
+    );
     let connections = |admin: &mut redis::aio::MultiplexedConnection| {
         let mut admin = admin.clone();
         async move { info_field(&mut admin, "stats", "total_connections_received").await }
@@ -236,9 +251,18 @@ async fn a_demoted_server_is_busy_its_connection_is_replaced_and_writes_resume_w
     let mut made = store.connections_made();
     for what in ["count", "reserve", "refund", "claim", "delete"] {
         let err = match what {
-            "count" => store.count(&batch, deadline()).await.map(drop),
-            "reserve" => store.reserve(&batch, deadline()).await.map(drop),
-            "refund" => store.refund(&batch, deadline()).await.map(drop),
+            "count" => store
+                .count(&batch, CheckId::new(), deadline())
+                .await
+                .map(drop),
+            "reserve" => store
+                .reserve(&batch, CheckId::new(), deadline())
+                .await
+                .map(drop),
+            "refund" => store
+                .refund(&batch, CheckId::new(), deadline())
+                .await
+                .map(drop),
             "claim" => store
                 .claim(&mark, "token", Duration::from_secs(5), deadline())
                 .await
@@ -272,7 +296,10 @@ async fn a_demoted_server_is_busy_its_connection_is_replaced_and_writes_resume_w
 
     // Promoted again: the same store writes, on a connection made after the failover.
     run(&mut admin, &["REPLICAOF", "NO", "ONE"]).await;
-    let counts = store.count(&batch, deadline()).await.unwrap();
+    let counts = store
+        .count(&batch, CheckId::new(), deadline())
+        .await
+        .unwrap();
     assert!(counts.iter().all(|&n| n >= 1), "{counts:?}");
     assert_eq!(
         store
@@ -296,9 +323,18 @@ async fn a_counter_of_another_type_is_a_backend_failure_never_a_panic() {
     // A counter key holding a list: GET fails with WRONGTYPE before any write.
     run(&mut admin, &["LPUSH", &batch[1].key, "x"]).await;
     for err in [
-        store.count(&batch, deadline()).await.unwrap_err(),
-        store.reserve(&batch, deadline()).await.unwrap_err(),
-        store.refund(&batch, deadline()).await.unwrap_err(),
+        store
+            .count(&batch, CheckId::new(), deadline())
+            .await
+            .unwrap_err(),
+        store
+            .reserve(&batch, CheckId::new(), deadline())
+            .await
+            .unwrap_err(),
+        store
+            .refund(&batch, CheckId::new(), deadline())
+            .await
+            .unwrap_err(),
     ] {
         assert!(!err.is_transient(), "{err:?}");
         assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
@@ -346,14 +382,26 @@ async fn a_write_over_a_malformed_counter_changes_nothing() {
         run(&mut admin, &["SET", &batch[0].key, "2"]).await;
         run(&mut admin, &["SET", &batch[1].key, text]).await;
         for (what, err) in [
-            ("count", store.count(&batch, deadline()).await.unwrap_err()),
+            (
+                "count",
+                store
+                    .count(&batch, CheckId::new(), deadline())
+                    .await
+                    .unwrap_err(),
+            ),
             (
                 "reserve",
-                store.reserve(&batch, deadline()).await.unwrap_err(),
+                store
+                    .reserve(&batch, CheckId::new(), deadline())
+                    .await
+                    .unwrap_err(),
             ),
             (
                 "refund",
-                store.refund(&batch, deadline()).await.unwrap_err(),
+                store
+                    .refund(&batch, CheckId::new(), deadline())
+                    .await
+                    .unwrap_err(),
             ),
         ] {
             assert!(!err.is_transient(), "{what} over {text:?}: {err:?}");
@@ -373,7 +421,7 @@ async fn a_write_over_a_malformed_counter_changes_nothing() {
     run(&mut admin, &["SET", &top.key, "9007199254740992"]).await;
     assert_eq!(
         store
-            .count(std::slice::from_ref(&top), deadline())
+            .count(std::slice::from_ref(&top), CheckId::new(), deadline())
             .await
             .unwrap(),
         vec![1 << 53]

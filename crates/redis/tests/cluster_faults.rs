@@ -16,7 +16,7 @@ use support::cluster::{Counting, deadline, key_of, limit_where, pttl, raw, slot,
 use support::frozen::Frozen;
 use support::{BOUND, assert_a_short_check_gives_up_in_time};
 use tokio::sync::Mutex;
-use tollgate_core::{Counter, CounterStore, Error, Limit, Limiter, Prefixed, RetryPolicy};
+use tollgate_core::{CheckId, Counter, CounterStore, Error, Limit, Limiter, Prefixed, RetryPolicy};
 use tollgate_redis::RedisClusterStore;
 use tollgate_test_support::Logs;
 use tollgate_test_support::redis_cluster::RedisCluster;
@@ -287,7 +287,7 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
     let stale = RedisClusterStore::open(&cluster.url()).unwrap();
     let late = minute_counter(&format!("limit:mv-stale:{{{tag}}}:1"), 1);
     stale
-        .count(std::slice::from_ref(&late), deadline())
+        .count(std::slice::from_ref(&late), CheckId::new(), deadline())
         .await
         .unwrap();
 
@@ -309,7 +309,9 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
     .await
     .unwrap();
     let took = started.elapsed();
-    let after_move = stale.count(std::slice::from_ref(&late), deadline()).await;
+    let after_move = stale
+        .count(std::slice::from_ref(&late), CheckId::new(), deadline())
+        .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
     let counts = joined(counts).await;
@@ -436,13 +438,23 @@ async fn a_reservation_refused_on_one_slot_leaves_the_others_as_they_were() {
         cost,
         ..limit.counter(now)
     };
-    store.count(&[at(&full, 10)], deadline()).await.unwrap();
-    store.count(&[at(&some, 3)], deadline()).await.unwrap();
+    store
+        .count(&[at(&full, 10)], CheckId::new(), deadline())
+        .await
+        .unwrap();
+    store
+        .count(&[at(&some, 3)], CheckId::new(), deadline())
+        .await
+        .unwrap();
     let ttl_before = pttl(&mut raw, &key_of(&some)).await;
     let logs = Logs::default();
     let started = Instant::now();
     let reply = logs
-        .capture(store.reserve(&[at(&some, 2), at(&full, 1), at(&none, 4)], deadline()))
+        .capture(store.reserve(
+            &[at(&some, 2), at(&full, 1), at(&none, 4)],
+            CheckId::new(),
+            deadline(),
+        ))
         .await
         .unwrap();
     let took = started.elapsed();
@@ -471,9 +483,16 @@ async fn a_reservation_refused_on_one_slot_leaves_the_others_as_they_were() {
         logs.text()
     );
     // Once the full slot has room, the same reservation applies on every slot.
-    store.refund(&[at(&full, 1)], deadline()).await.unwrap();
+    store
+        .refund(&[at(&full, 1)], CheckId::new(), deadline())
+        .await
+        .unwrap();
     let reply = store
-        .reserve(&[at(&some, 2), at(&full, 1), at(&none, 4)], deadline())
+        .reserve(
+            &[at(&some, 2), at(&full, 1), at(&none, 4)],
+            CheckId::new(),
+            deadline(),
+        )
         .await
         .unwrap();
     assert!(reply.applied);
@@ -486,7 +505,13 @@ async fn a_prefixed_cluster_store_keeps_its_counters_under_its_prefix() {
     let store = Prefixed::new("app1:", RedisClusterStore::open(&cluster.url()).unwrap());
     let key = format!("limit:prefixed:{}:1", tollgate_test_support::unique());
     let counter = minute_counter(&key, 3);
-    assert_eq!(store.count(&[counter], deadline()).await.unwrap(), vec![3]);
+    assert_eq!(
+        store
+            .count(&[counter], CheckId::new(), deadline())
+            .await
+            .unwrap(),
+        vec![3]
+    );
     let mut raw = raw(cluster).await;
     assert_eq!(stored(&mut raw, &format!("app1:{key}")).await, 3);
     assert_eq!(
@@ -505,7 +530,10 @@ async fn a_call_past_its_deadline_is_answered_as_a_timeout_and_applies_nothing()
     // A deadline already passed: the store answers it as a timeout (it
     // sends nothing; the next test has the primary's script refuse one).
     let past = tollgate_core::Deadline::after(Duration::ZERO);
-    let err = store.count(&[counter], past).await.unwrap_err();
+    let err = store
+        .count(&[counter], CheckId::new(), past)
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), "timeout", "{err:?}");
     let mut raw = raw(cluster).await;
     assert_eq!(stored(&mut raw, &key).await, 0);
@@ -521,7 +549,7 @@ async fn a_call_its_primary_runs_past_the_deadline_is_a_timeout_and_applies_noth
     let key = format!("limit:busy-late:{{{tag}}}:1");
     let counter = minute_counter(&key, 1);
     store
-        .count(std::slice::from_ref(&counter), deadline())
+        .count(std::slice::from_ref(&counter), CheckId::new(), deadline())
         .await
         .unwrap();
     // A script that holds the slot's primary for 300 ms; the call, sent
@@ -549,6 +577,7 @@ async fn a_call_its_primary_runs_past_the_deadline_is_a_timeout_and_applies_noth
     let late = store
         .count(
             std::slice::from_ref(&counter),
+            CheckId::new(),
             tollgate_core::Deadline::after(Duration::from_millis(50)),
         )
         .await;

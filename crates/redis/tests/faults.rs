@@ -14,7 +14,7 @@ use support::relay::Relay;
 use support::{
     BOUND, SHORT, SHORT_BOUND, admin, assert_a_short_check_gives_up_in_time, deadline, limits, run,
 };
-use tollgate_core::{Clock, CounterStore, Deliveries, Error, Limiter, ManualClock};
+use tollgate_core::{CheckId, Clock, CounterStore, Deliveries, Error, Limiter, ManualClock};
 use tollgate_redis::RedisStore;
 use tollgate_test_support::Logs;
 use tollgate_test_support::redis_server::{RedisServer, RedisServerOptions};
@@ -75,6 +75,7 @@ async fn assert_bounded(limiter: &Limiter, situation: &str, logged: bool) {
 /// A check that must succeed, not degraded.
 async fn assert_healthy(limiter: &Limiter, situation: &str) {
     let limits = limits(4);
+    support::until_answered(limiter, &support::limits(1), situation).await;
     let verdict = limiter.count(&limits).await;
     assert!(
         verdict.as_ref().is_ok_and(|v| v.is_allowed()),
@@ -159,7 +160,11 @@ async fn calls_to_a_dead_server_fail_at_once_and_reconnect_once_per_delay() {
     let started = Instant::now();
     for _ in 0..5 {
         assert_eq!(
-            store.count(&c, deadline()).await.unwrap_err().kind(),
+            store
+                .count(&c, CheckId::new(), deadline())
+                .await
+                .unwrap_err()
+                .kind(),
             "connection"
         );
     }
@@ -167,7 +172,7 @@ async fn calls_to_a_dead_server_fail_at_once_and_reconnect_once_per_delay() {
     let made = store.connections_made();
     assert!(made <= 1 + elapsed / 50, "{made} attempts in {elapsed} ms");
     tokio::time::sleep(Duration::from_millis(60)).await;
-    assert!(store.count(&c, deadline()).await.is_err());
+    assert!(store.count(&c, CheckId::new(), deadline()).await.is_err());
     assert_eq!(
         store.connections_made(),
         made + 1,

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use support::{BOUND, admin, deadline, limit, run, stored};
 use tokio::sync::watch;
-use tollgate_core::{Clock, Counter, Deadline, Deliveries, Error, Limit, Limiter, SystemClock};
+use tollgate_core::{
+    CheckId, Clock, Counter, Deadline, Deliveries, Error, Limit, Limiter, SystemClock,
+};
 use tollgate_redis::RedisStore;
 use tollgate_test_support::redis_server::RedisServer;
 
@@ -231,7 +233,11 @@ async fn a_webhook_claim_that_failed_during_a_freeze_is_not_written() {
 async fn cut_off_in_a_freeze(server: &mut RedisServer, store: &RedisStore, c: &[Counter]) {
     use tollgate_core::CounterStore as _;
     server.freeze();
-    let cut = tokio::time::timeout(Duration::from_millis(30), store.count(c, deadline())).await;
+    let cut = tokio::time::timeout(
+        Duration::from_millis(30),
+        store.count(c, CheckId::new(), deadline()),
+    )
+    .await;
     assert!(cut.is_err(), "the call was not cut off");
 }
 
@@ -241,7 +247,7 @@ async fn a_call_cut_off_by_its_caller_keeps_a_connection_that_answers() {
     let store = RedisStore::open(&server.url()).unwrap();
     let c = [support::counter("cut", 1, 10)];
     use tollgate_core::CounterStore as _;
-    store.count(&c, deadline()).await.unwrap();
+    store.count(&c, CheckId::new(), deadline()).await.unwrap();
     assert_eq!(store.connections_made(), 1);
 
     // A short stall: the caller gives up, the server answers 100 ms later.
@@ -250,7 +256,7 @@ async fn a_call_cut_off_by_its_caller_keeps_a_connection_that_answers() {
     server.thaw();
     // Longer than any stale limit, with nothing sent meanwhile.
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    store.count(&c, deadline()).await.unwrap();
+    store.count(&c, CheckId::new(), deadline()).await.unwrap();
     assert_eq!(
         store.connections_made(),
         1,
@@ -272,13 +278,13 @@ async fn a_probe_answered_with_an_error_reply_keeps_the_connection() {
     let store = RedisStore::open(&url).unwrap();
     let c = [support::counter("noping", 1, 10)];
     use tollgate_core::CounterStore as _;
-    store.count(&c, deadline()).await.unwrap();
+    store.count(&c, CheckId::new(), deadline()).await.unwrap();
 
     cut_off_in_a_freeze(&mut server, &store, &c).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.thaw();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    store.count(&c, deadline()).await.unwrap();
+    store.count(&c, CheckId::new(), deadline()).await.unwrap();
     assert_eq!(
         store.connections_made(),
         1,
@@ -292,7 +298,7 @@ async fn a_probe_that_finds_the_connection_gone_has_it_remade_before_the_next_ca
     let store = RedisStore::open(&server.url()).unwrap();
     let c = [support::counter("gone", 1, 10)];
     use tollgate_core::CounterStore as _;
-    store.count(&c, deadline()).await.unwrap();
+    store.count(&c, CheckId::new(), deadline()).await.unwrap();
 
     // The call is cut off while the server is frozen; its probe is still
     // waiting when the server dies, so it sees the connection drop.
@@ -300,7 +306,7 @@ async fn a_probe_that_finds_the_connection_gone_has_it_remade_before_the_next_ca
     server.stop();
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.restart();
-    let next = store.count(&c, deadline()).await;
+    let next = store.count(&c, CheckId::new(), deadline()).await;
     assert!(
         next.is_ok(),
         "the first call after the restart used the dropped connection: {next:?}"

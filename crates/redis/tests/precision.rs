@@ -10,7 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 use support::{admin, counter, deadline, run, stored};
-use tollgate_core::{Claim, CounterStore, Deadline, MAX_COUNT, MAX_MAX, MarkStore, StoreError};
+use tollgate_core::{
+    CheckId, Claim, CounterStore, Deadline, MAX_COUNT, MAX_MAX, MarkStore, StoreError,
+};
 use tollgate_redis::RedisStore;
 use tollgate_test_support::redis_server::RedisServer;
 
@@ -25,7 +27,7 @@ async fn counts_near_two_to_the_53_are_exact_and_saturate() {
     let mut big = counter("big", MAX_MAX, MAX_MAX);
     assert_eq!(
         store
-            .count(std::slice::from_ref(&big), deadline())
+            .count(std::slice::from_ref(&big), CheckId::new(), deadline())
             .await
             .unwrap(),
         vec![MAX_MAX]
@@ -37,7 +39,7 @@ async fn counts_near_two_to_the_53_are_exact_and_saturate() {
     big.cost = 1;
     assert_eq!(
         store
-            .count(std::slice::from_ref(&big), deadline())
+            .count(std::slice::from_ref(&big), CheckId::new(), deadline())
             .await
             .unwrap(),
         vec![TOP]
@@ -45,7 +47,7 @@ async fn counts_near_two_to_the_53_are_exact_and_saturate() {
     big.cost = MAX_MAX;
     assert_eq!(
         store
-            .count(std::slice::from_ref(&big), deadline())
+            .count(std::slice::from_ref(&big), CheckId::new(), deadline())
             .await
             .unwrap(),
         vec![TOP]
@@ -69,7 +71,7 @@ async fn counts_near_two_to_the_53_are_exact_and_saturate() {
         let mut c = counter("near", cost, MAX_MAX);
         run(&mut admin, &["SET", &c.key, &start.to_string()]).await;
         let counts = store
-            .count(std::slice::from_ref(&c), deadline())
+            .count(std::slice::from_ref(&c), CheckId::new(), deadline())
             .await
             .unwrap();
         assert_eq!(counts, vec![expected], "{start} + {cost}");
@@ -81,7 +83,7 @@ async fn counts_near_two_to_the_53_are_exact_and_saturate() {
         // And back: a refund from there is exact too.
         c.cost = 1;
         let back = store
-            .refund(std::slice::from_ref(&c), deadline())
+            .refund(std::slice::from_ref(&c), CheckId::new(), deadline())
             .await
             .unwrap();
         assert_eq!(back, vec![expected - 1], "{expected} - 1");
@@ -100,13 +102,13 @@ async fn reservations_near_the_largest_max_never_over_admit() {
 
     let mut c = counter("max", MAX_MAX, MAX_MAX);
     let r = store
-        .reserve(std::slice::from_ref(&c), deadline())
+        .reserve(std::slice::from_ref(&c), CheckId::new(), deadline())
         .await
         .unwrap();
     assert!(r.applied && r.counts == vec![MAX_MAX], "{r:?}");
     c.cost = 1;
     let r = store
-        .reserve(std::slice::from_ref(&c), deadline())
+        .reserve(std::slice::from_ref(&c), CheckId::new(), deadline())
         .await
         .unwrap();
     assert!(
@@ -121,13 +123,13 @@ async fn reservations_near_the_largest_max_never_over_admit() {
     // A cost above max never fits, even on an empty counter.
     let over = counter("over", MAX_MAX, MAX_MAX - 1);
     let r = store
-        .reserve(std::slice::from_ref(&over), deadline())
+        .reserve(std::slice::from_ref(&over), CheckId::new(), deadline())
         .await
         .unwrap();
     assert!(!r.applied && r.counts == vec![0], "{r:?}");
     let top = counter("top", TOP, MAX_MAX);
     let r = store
-        .reserve(std::slice::from_ref(&top), deadline())
+        .reserve(std::slice::from_ref(&top), CheckId::new(), deadline())
         .await
         .unwrap();
     assert!(!r.applied, "a cost of 2^53 fit a max of 2^53 - 1");
@@ -151,7 +153,7 @@ async fn reservations_near_the_largest_max_never_over_admit() {
         let c = counter("edge", cost, max);
         run(&mut admin, &["SET", &c.key, &start.to_string()]).await;
         let r = store
-            .reserve(&[fine.clone(), c.clone()], deadline())
+            .reserve(&[fine.clone(), c.clone()], CheckId::new(), deadline())
             .await
             .unwrap();
         assert_eq!(r.applied, fits, "{start} + {cost} <= {max}: {r:?}");
@@ -174,14 +176,14 @@ async fn a_refund_floors_at_zero_keeps_the_lifetime_and_leaves_absent_counters_a
     let mut admin = admin(&server.url()).await;
     let mut c = counter("refund", 5, 100);
     store
-        .count(std::slice::from_ref(&c), deadline())
+        .count(std::slice::from_ref(&c), CheckId::new(), deadline())
         .await
         .unwrap();
     run(&mut admin, &["PEXPIRE", &c.key, "5000"]).await;
     c.cost = 3;
     assert_eq!(
         store
-            .refund(std::slice::from_ref(&c), deadline())
+            .refund(std::slice::from_ref(&c), CheckId::new(), deadline())
             .await
             .unwrap(),
         vec![2]
@@ -195,7 +197,7 @@ async fn a_refund_floors_at_zero_keeps_the_lifetime_and_leaves_absent_counters_a
     );
     assert_eq!(
         store
-            .refund(std::slice::from_ref(&c), deadline())
+            .refund(std::slice::from_ref(&c), CheckId::new(), deadline())
             .await
             .unwrap(),
         vec![0]
@@ -204,7 +206,7 @@ async fn a_refund_floors_at_zero_keeps_the_lifetime_and_leaves_absent_counters_a
     let absent = counter("absent", 3, 100);
     assert_eq!(
         store
-            .refund(std::slice::from_ref(&absent), deadline())
+            .refund(std::slice::from_ref(&absent), CheckId::new(), deadline())
             .await
             .unwrap(),
         vec![0]
@@ -246,6 +248,7 @@ async fn every_write_script_past_its_deadline_writes_nothing() {
     let id = tollgate_test_support::unique();
     let (a, b) = (format!("limit:a:{id}:1"), format!("limit:b:{id}:1"));
     let mark = format!("github-delivery:{id}");
+    let record = format!("limit:#{id}");
     run(&mut admin, &["SET", &b, "4"]).await;
     run(&mut admin, &["SET", &mark, "token"]).await;
     let deadline_reply = Value::SimpleString("DEADLINE".into());
@@ -254,20 +257,20 @@ async fn every_write_script_past_its_deadline_writes_nothing() {
         (
             "count",
             tollgate_redis::scripts::COUNT,
-            vec![&a, &b],
-            vec!["60000", "1", "60000", "1"],
+            vec![&a, &b, &record],
+            vec!["60000", "1", "60000", "1", "720"],
         ),
         (
             "reserve",
             tollgate_redis::scripts::RESERVE,
-            vec![&a, &b],
-            vec!["60000", "1", "10", "60000", "1", "10"],
+            vec![&a, &b, &record],
+            vec!["60000", "1", "10", "60000", "1", "10", "720"],
         ),
         (
             "refund",
             tollgate_redis::scripts::REFUND,
-            vec![&a, &b],
-            vec!["1", "1"],
+            vec![&a, &b, &record],
+            vec!["1", "1", "720"],
         ),
         ("delete", tollgate_redis::scripts::DELETE, vec![&b], vec![]),
         (
@@ -293,6 +296,7 @@ async fn every_write_script_past_its_deadline_writes_nothing() {
         let reply = raw_eval(&mut admin, script, keys, passed, args).await;
         assert_eq!(reply, deadline_reply, "{what} past its deadline");
         assert_eq!(stored(&mut admin, &a).await, None, "{what} wrote");
+        assert_eq!(stored(&mut admin, &record).await, None, "{what} recorded");
         assert_eq!(
             stored(&mut admin, &b).await.as_deref(),
             Some("4"),
@@ -325,22 +329,22 @@ async fn a_store_call_past_its_deadline_is_a_timeout_and_sends_nothing() {
     let mut admin = admin(&server.url()).await;
     let c = counter("late", 1, 10);
     store
-        .count(std::slice::from_ref(&c), deadline())
+        .count(std::slice::from_ref(&c), CheckId::new(), deadline())
         .await
         .unwrap();
     let passed = Deadline::after(Duration::ZERO);
     let mark = format!("github-delivery:{}", tollgate_test_support::unique());
     let errors: Vec<StoreError> = vec![
         store
-            .count(std::slice::from_ref(&c), passed)
+            .count(std::slice::from_ref(&c), CheckId::new(), passed)
             .await
             .unwrap_err(),
         store
-            .reserve(std::slice::from_ref(&c), passed)
+            .reserve(std::slice::from_ref(&c), CheckId::new(), passed)
             .await
             .unwrap_err(),
         store
-            .refund(std::slice::from_ref(&c), passed)
+            .refund(std::slice::from_ref(&c), CheckId::new(), passed)
             .await
             .unwrap_err(),
         store.delete(&c.key, passed).await.unwrap_err(),

@@ -8,6 +8,7 @@
 mod support;
 
 use std::net::TcpListener;
+use tollgate_core::CheckId;
 
 use support::{counter, deadline};
 use tollgate_core::CounterStore as _;
@@ -44,8 +45,14 @@ async fn a_rediss_url_counts_over_tls() {
     let (_server, port) = tls_server(&dir);
     let store = RedisStore::open(&format!("rediss://127.0.0.1:{port}/#insecure")).unwrap();
     let c = [counter("tls", 2, 10)];
-    assert_eq!(store.count(&c, deadline()).await.unwrap(), vec![2]);
-    assert_eq!(store.count(&c, deadline()).await.unwrap(), vec![4]);
+    assert_eq!(
+        store.count(&c, CheckId::new(), deadline()).await.unwrap(),
+        vec![2]
+    );
+    assert_eq!(
+        store.count(&c, CheckId::new(), deadline()).await.unwrap(),
+        vec![4]
+    );
 }
 
 #[tokio::test]
@@ -55,7 +62,7 @@ async fn tls_to_a_plain_port_is_a_connection_failure_never_a_panic() {
     let url = format!("rediss://127.0.0.1:{}/#insecure", server.port());
     let store = RedisStore::open(&url).unwrap();
     let err = store
-        .count(&[counter("plain", 1, 10)], deadline())
+        .count(&[counter("plain", 1, 10)], CheckId::new(), deadline())
         .await
         .unwrap_err();
     assert!(matches!(err.kind(), "connection" | "timeout"), "{err:?}");

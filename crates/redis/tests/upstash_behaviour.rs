@@ -14,7 +14,9 @@ use support::relay::Relay;
 use support::upstash::TOKEN;
 use support::upstash::proxy::Proxy;
 use support::{admin, counter, deadline, limits, run};
-use tollgate_core::{Claim, Clock, CounterStore, Limiter, ManualClock, MarkStore, Rule, Window};
+use tollgate_core::{
+    CheckId, Claim, Clock, CounterStore, Limiter, ManualClock, MarkStore, Rule, Window,
+};
 use tollgate_redis::upstash::UpstashStore;
 use tollgate_test_support::redis_server::RedisServer;
 use tollgate_test_support::unique;
@@ -44,22 +46,22 @@ async fn every_call_is_one_request_and_a_lost_script_costs_exactly_one_more() {
     let mark = format!("mark:{}", unique());
 
     // A fresh server knows no script: each first call is EVALSHA, then EVAL.
-    let (counted, n) = requests(&relay, store.count(&batch, d)).await;
+    let (counted, n) = requests(&relay, store.count(&batch, CheckId::new(), d)).await;
     assert_eq!((counted.unwrap(), n), (vec![1, 2, 3, 4], 2));
 
-    let (reserved, n) = requests(&relay, store.reserve(&batch, d)).await;
+    let (reserved, n) = requests(&relay, store.reserve(&batch, CheckId::new(), d)).await;
     assert_eq!((reserved.unwrap().counts, n), (vec![2, 4, 6, 8], 2));
     for _ in 0..3 {
-        let (counted, n) = requests(&relay, store.count(&batch, d)).await;
+        let (counted, n) = requests(&relay, store.count(&batch, CheckId::new(), d)).await;
         counted.unwrap();
         assert_eq!(n, 1, "count");
-        let (reserved, n) = requests(&relay, store.reserve(&batch, d)).await;
+        let (reserved, n) = requests(&relay, store.reserve(&batch, CheckId::new(), d)).await;
         reserved.unwrap();
         assert_eq!(n, 1, "reserve");
     }
-    let (_, n) = requests(&relay, store.refund(&batch, d)).await;
+    let (_, n) = requests(&relay, store.refund(&batch, CheckId::new(), d)).await;
     assert_eq!(n, 2, "the first refund loads its script");
-    let (refunded, n) = requests(&relay, store.refund(&batch, d)).await;
+    let (refunded, n) = requests(&relay, store.refund(&batch, CheckId::new(), d)).await;
     assert_eq!((refunded.is_ok(), n), (true, 1), "refund");
     let (got, n) = requests(&relay, store.get(&[batch[0].key.clone()], d)).await;
     assert!(got.is_ok());
@@ -72,10 +74,10 @@ async fn every_call_is_one_request_and_a_lost_script_costs_exactly_one_more() {
     // The server forgets every script: the next call makes exactly two requests.
     let mut admin = admin(&server.url()).await;
     assert_eq!(run(&mut admin, &["SCRIPT", "FLUSH"]).await, Value::Okay);
-    let (counted, n) = requests(&relay, store.count(&batch, d)).await;
+    let (counted, n) = requests(&relay, store.count(&batch, CheckId::new(), d)).await;
     counted.unwrap();
     assert_eq!(n, 2, "EVALSHA answered NOSCRIPT, then EVAL");
-    let (counted, n) = requests(&relay, store.count(&batch, d)).await;
+    let (counted, n) = requests(&relay, store.count(&batch, CheckId::new(), d)).await;
     counted.unwrap();
     assert_eq!(n, 1, "EVAL cached the script again");
 
@@ -157,14 +159,20 @@ async fn a_counter_of_another_type_is_a_backend_failure_that_changes_nothing() {
     run(&mut admin, &["SET", &text.key, "twelve"]).await;
     for bad in [&list, &text] {
         let batch = [counter("ok", 1, 9), bad.clone()];
-        let err = store.count(&batch, deadline()).await.unwrap_err();
+        let err = store
+            .count(&batch, CheckId::new(), deadline())
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), "backend", "{err:?}");
         assert_eq!(
             run(&mut admin, &["GET", &batch[0].key]).await,
             Value::Nil,
             "nothing written"
         );
-        let err = store.reserve(&batch, deadline()).await.unwrap_err();
+        let err = store
+            .reserve(&batch, CheckId::new(), deadline())
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), "backend", "{err:?}");
     }
     let err = store

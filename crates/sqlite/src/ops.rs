@@ -12,11 +12,21 @@
 //! [`MAX_COUNT`](tollgate_core::MAX_COUNT) = 2^53). Writes do not use
 //! `RETURNING`: SQLite would build a temporary table for every such
 //! statement, which costs more than reading the row first.
+//!
+//! A counter call runs [`once`]: an attempt whose call this worker
+//! recorded before looks the record up (among the batch's, or in its row
+//! of `calls`), and one found (an earlier attempt, committed or in the same
+//! batch) is answered with what it recorded, applying nothing; else the
+//! call is applied and its record noted, written with the batch's others
+//! in one row of the same transaction ([`record_batch`]).
 
 use std::time::Duration;
 
+use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, params};
-use tollgate_core::{Counter, Reservation};
+use tollgate_core::{CheckId, Counter, Deadline, Reservation};
+
+use crate::calls::{self, Calls, Earlier};
 
 /// `Ok(T)` or a failure, whether from SQLite or an unreadable value.
 pub(crate) type Result<T> = std::result::Result<T, rusqlite::Error>;
@@ -50,6 +60,134 @@ const SWEEP: &str = "
     DELETE FROM counters WHERE key IN (
         SELECT key FROM counters WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2
     )";
+
+/// The records of one batch's calls (see [`Calls`]).
+const RECORDED: &str = "SELECT records FROM calls WHERE batch = ?1";
+
+/// Writes the records of a batch's calls, in one row.
+const RECORD: &str = "INSERT INTO calls (expires_at, records) VALUES (?1, ?2)";
+
+/// Removes the expired rows of records up to row `?1`, this worker's newest
+/// expired one: one range of the table's key. (Rows of other processes in
+/// the range that have not expired are kept.)
+const PURGE: &str = "DELETE FROM calls WHERE batch <= ?1 AND expires_at <= ?2";
+
+/// Removes at most `?2` expired rows of records, oldest first, whoever
+/// wrote them: for the sweep.
+const SWEEP_RECORDS: &str = "
+    DELETE FROM calls WHERE batch IN (
+        SELECT batch FROM calls WHERE expires_at <= ?1 ORDER BY batch LIMIT ?2
+    )";
+
+/// Rows of records of this worker that must have expired before a batch
+/// purges them (in one statement). Not a time budget.
+const PURGE_ROWS: usize = 16;
+
+/// The identity of a counter call across its attempts, and how long its
+/// record lives: the check's budget and the skew margin, past which no
+/// attempt of it is applied.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Once {
+    id: u128,
+    lifetime: Duration,
+}
+
+impl Once {
+    /// The call `id`, whose attempts have `deadline`.
+    pub(crate) fn new(id: CheckId, deadline: Deadline) -> Once {
+        Once {
+            id: id.as_u128(),
+            lifetime: deadline
+                .check_budget()
+                .saturating_add(Deadline::SKEW_MARGIN),
+        }
+    }
+}
+
+/// Runs `apply` (which answers a reply of `expected` counts) unless an
+/// earlier attempt of the call was recorded: then answers what that one
+/// did, applying nothing. Otherwise notes what `apply` did among the
+/// batch's records, which the worker writes in the same transaction
+/// ([`record_batch`]). Only an attempt whose call this worker recorded
+/// before reads the file for it.
+pub(crate) fn once(
+    conn: &Connection,
+    call: &Once,
+    expected: usize,
+    now: Duration,
+    apply: impl FnOnce() -> Result<Reservation>,
+) -> Result<Reservation> {
+    let found = Calls::with(|calls| calls.find(call.id, millis(now)));
+    let earlier = match found.map_err(unreadable)? {
+        Earlier::None => None,
+        Earlier::Pending(reply) => Some(reply),
+        Earlier::Row(batch) => recorded(conn, batch, call.id)?,
+    };
+    if let Some(reply) = earlier {
+        if reply.counts.len() != expected {
+            return Err(unreadable(format!(
+                "a call record of {} counts for {expected} counters",
+                reply.counts.len()
+            )));
+        }
+        return Ok(reply);
+    }
+    let reply = apply()?;
+    let expires_at = expires_at(now, call.lifetime);
+    Calls::with(|calls| calls.add(call.id, &reply, expires_at));
+    Ok(reply)
+}
+
+/// What the row `batch` recorded for the call `id`, if it holds it.
+fn recorded(conn: &Connection, batch: i64, id: u128) -> Result<Option<Reservation>> {
+    let mut stmt = conn.prepare_cached(RECORDED)?;
+    let bytes = stmt
+        .query_row([batch], |row| row.get::<_, Vec<u8>>(0))
+        .optional()?;
+    match bytes {
+        Some(bytes) => calls::find_in(&bytes, id).map_err(unreadable),
+        None => Ok(None),
+    }
+}
+
+/// Writes the records of the batch being run in one row, and removes this
+/// worker's expired rows once [`PURGE_ROWS`] have expired: in the batch's
+/// transaction, after its calls. Nothing when no call recorded anything,
+/// so reads never pay for it.
+pub(crate) fn record_batch(conn: &Connection, now: Duration) -> Result<()> {
+    let row = Calls::with(|calls| -> Result<Option<i64>> {
+        let Some((bytes, expires_at)) = calls.row() else {
+            return Ok(None);
+        };
+        conn.prepare_cached(RECORD)?
+            .execute(params![expires_at, bytes])?;
+        Ok(Some(expires_at))
+    })?;
+    let Some(expires_at) = row else {
+        return Ok(());
+    };
+    let batch = conn.last_insert_rowid();
+    let now = millis(now);
+    let purge = Calls::with(|calls| {
+        calls.written(batch, expires_at);
+        calls.expired_rows(now, PURGE_ROWS)
+    });
+    if let Some(newest) = purge {
+        conn.prepare_cached(PURGE)?.execute(params![newest, now])?;
+    }
+    Ok(())
+}
+
+/// A stored value that cannot be read as what it should be.
+fn unreadable(what: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, what.into())
+}
+
+/// Removes at most `batch` expired rows of call records; how many it removed.
+pub(crate) fn sweep_records(conn: &Connection, batch: u32, now: Duration) -> Result<usize> {
+    conn.prepare_cached(SWEEP_RECORDS)?
+        .execute(params![millis(now), batch])
+}
 
 /// Milliseconds since the epoch, as SQLite stores them.
 pub(crate) fn millis(time: Duration) -> i64 {

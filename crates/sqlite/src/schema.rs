@@ -12,7 +12,9 @@ use crate::{Error, SqliteOptions};
 
 /// The schema version this crate reads and writes (`PRAGMA user_version`).
 /// Version 1 kept counters only (a webhook mark was a counter of 1);
-/// version 2 keeps marks in a table of their own.
+/// version 2 keeps marks in a table of their own. The `calls` table (what
+/// recent calls applied, by id) is created in a version-2 file that lacks
+/// it, without a new version: a version that does not know it ignores it.
 pub const SCHEMA_VERSION: i64 = 2;
 
 /// The `PRAGMA application_id` of a counter store file: `toll` in ASCII.
@@ -36,6 +38,20 @@ const CREATE_MARKS: &str = "
         expires_at INTEGER NOT NULL
     ) WITHOUT ROWID;
     CREATE INDEX marks_by_expiry ON marks (expires_at);
+";
+
+/// What recent counter calls applied, by
+/// [`CheckId`](tollgate_core::CheckId), so that a retried attempt is
+/// answered instead of applied again: one row per batch of calls (see
+/// `calls.rs`), holding each call's id, whether it applied and the counts
+/// it answered, until the latest of their lifetimes ends. Created when
+/// missing, in a new file and in one written before it.
+const CREATE_CALLS: &str = "
+    CREATE TABLE IF NOT EXISTS calls (
+        batch INTEGER PRIMARY KEY,
+        expires_at INTEGER NOT NULL,
+        records BLOB NOT NULL
+    );
 ";
 
 /// Moves the marks a version-1 file kept as counters (every key that is not
@@ -116,7 +132,8 @@ pub(crate) fn is_busy(err: &rusqlite::Error) -> bool {
 }
 
 /// Checks the schema of the file, creates it in an empty file, or migrates
-/// a version-1 file to this version. Runs in a write transaction, so two
+/// a version-1 file to this version; creates the `calls` table when it is
+/// missing. Runs in a write transaction, so two
 /// processes opening a new file at once agree.
 /// The outer error is SQLite's; the inner one refuses the file.
 fn prepare_schema(conn: &mut Connection, path: &Path) -> rusqlite::Result<Result<(), Error>> {
@@ -162,6 +179,9 @@ fn prepare_schema(conn: &mut Connection, path: &Path) -> rusqlite::Result<Result
                 supported: SCHEMA_VERSION,
             }));
         }
+    }
+    if !has("calls")? {
+        tx.execute_batch(CREATE_CALLS)?;
     }
     tx.commit()?;
     Ok(Ok(()))

@@ -9,11 +9,13 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError, async_trait,
+    CheckId, Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError,
+    async_trait,
 };
 
 use crate::error::{queue_full, worker_gone};
 use crate::job::{Call, Job};
+use crate::ops::Once;
 use crate::worker::Worker;
 use crate::{Error, SqliteOptions, marks, ops, schema};
 
@@ -114,6 +116,14 @@ impl SqliteStore {
     }
 }
 
+/// The reply of a counter call that always applies (a count, a refund).
+fn applied(counts: Vec<u64>) -> Reservation {
+    Reservation {
+        applied: true,
+        counts,
+    }
+}
+
 impl Named for SqliteStore {
     fn name(&self) -> &'static str {
         "sqlite"
@@ -125,21 +135,33 @@ impl CounterStore for SqliteStore {
     async fn count(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let counters = counters.to_vec();
-        self.call(deadline, move |conn, now| ops::count(conn, &counters, now))
-            .await
+        let call = Once::new(id, deadline);
+        let reply = self
+            .call(deadline, move |conn, now| {
+                ops::once(conn, &call, counters.len(), now, || {
+                    ops::count(conn, &counters, now).map(applied)
+                })
+            })
+            .await?;
+        Ok(reply.counts)
     }
 
     async fn reserve(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         let counters = counters.to_vec();
+        let call = Once::new(id, deadline);
         self.call(deadline, move |conn, now| {
-            ops::reserve(conn, &counters, now)
+            ops::once(conn, &call, counters.len(), now, || {
+                ops::reserve(conn, &counters, now)
+            })
         })
         .await
     }
@@ -147,11 +169,19 @@ impl CounterStore for SqliteStore {
     async fn refund(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let counters = counters.to_vec();
-        self.call(deadline, move |conn, now| ops::refund(conn, &counters, now))
-            .await
+        let call = Once::new(id, deadline);
+        let reply = self
+            .call(deadline, move |conn, now| {
+                ops::once(conn, &call, counters.len(), now, || {
+                    ops::refund(conn, &counters, now).map(applied)
+                })
+            })
+            .await?;
+        Ok(reply.counts)
     }
 
     async fn get(&self, keys: &[String], deadline: Deadline) -> Result<Vec<u64>, StoreError> {

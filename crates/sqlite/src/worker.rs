@@ -5,7 +5,8 @@
 //! another process's write lock only until the latest deadline among its
 //! calls, and once it holds the lock it applies no call whose deadline has
 //! (nearly) passed. Such a call is answered `StoreError::Timeout`, having
-//! written nothing.
+//! written nothing; so is every call of a batch that waited for the lock
+//! in vain.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -15,6 +16,7 @@ use rusqlite::Connection;
 use tollgate_core::Clock;
 
 use crate::SqliteOptions;
+use crate::calls::Calls;
 use crate::job::{Failure, Job};
 use crate::{marks, ops, schema};
 
@@ -135,14 +137,18 @@ impl Worker {
             let mut call_failed = false;
             let mut result = self.transaction(|conn| {
                 let started = Instant::now();
+                Calls::with(Calls::begin);
                 run_all(conn, &mut jobs, now, margin, &mut call_failed)?;
+                ops::record_batch(conn, now).map_err(Arc::new)?;
                 took = started.elapsed();
                 Ok(in_time(&jobs, margin))
             });
             if result.is_err() && call_failed {
                 result = self.transaction(|conn| {
                     let started = Instant::now();
+                    Calls::with(Calls::begin);
                     run_each_alone(conn, &mut jobs, now, margin)?;
+                    ops::record_batch(conn, now).map_err(Arc::new)?;
                     took = started.elapsed();
                     Ok(in_time(&jobs, margin))
                 });
@@ -156,6 +162,23 @@ impl Worker {
                 // every call that would not survive another run as long:
                 // the margin only grows, so each run drops at least one call.
                 Ok(Ending::Late) => margin = margin.max(MARGIN.saturating_add(took)),
+                // Another connection kept the file locked through the
+                // batch's wait, which lasts until its latest deadline (as
+                // far as SQLite's busy handler sleeps): its calls had no
+                // answer by their deadlines, a timeout (transient), not a
+                // store answering busy at once. Nothing was applied.
+                Err(failure) if schema::is_busy(&failure) => {
+                    tracing::warn!(
+                        calls = jobs.len(),
+                        "the counter store file stayed locked by another connection until \
+                         the calls' deadlines"
+                    );
+                    for mut job in jobs {
+                        job.skip();
+                        job.answer(Ok(()));
+                    }
+                    return;
+                }
                 Err(failure) => {
                     tracing::warn!(error = %failure, calls = jobs.len(), "counter store batch failed");
                     jobs.into_iter().for_each(|job| job.answer(Err(&failure)));
@@ -183,8 +206,8 @@ impl Worker {
         result
     }
 
-    /// Removes a bounded batch of expired counters and marks when the sweep
-    /// is due. A full batch makes the next sweep due at once, so a backlog
+    /// Removes a bounded batch of expired counters, marks and rows of call
+    /// records when the sweep is due. A full batch makes the next sweep due at once, so a backlog
     /// clears batch by batch between calls.
     ///
     /// A sweep never waits for another process's write lock: calls may be
@@ -208,6 +231,10 @@ impl Worker {
                         .sweep_batch
                         .saturating_sub(removed.try_into().unwrap_or(u32::MAX));
                     removed += marks::sweep(conn, left, now).map_err(Arc::new)?;
+                    let left = self
+                        .sweep_batch
+                        .saturating_sub(removed.try_into().unwrap_or(u32::MAX));
+                    removed += ops::sweep_records(conn, left, now).map_err(Arc::new)?;
                     Ok(Ending::Committed)
                 })
             });
@@ -311,6 +338,7 @@ fn run_each_alone(
 ) -> Result<(), Failure> {
     for job in jobs.iter_mut() {
         exec(conn, "SAVEPOINT call")?;
+        let mark = Calls::with(|calls| calls.mark());
         match run_one(conn, job, now, margin) {
             Ok(()) => exec(conn, "RELEASE call")?,
             // SQLite rolled the whole transaction back (disk full, I/O error).
@@ -318,6 +346,7 @@ fn run_each_alone(
             Err(_) => {
                 exec(conn, "ROLLBACK TO call")?;
                 exec(conn, "RELEASE call")?;
+                Calls::with(|calls| calls.rollback_to(mark));
             }
         }
     }

@@ -98,6 +98,67 @@ fn a_failing_call_fails_alone_and_its_writes_are_rolled_back() {
     assert_eq!(stored(&worker, "c"), 1);
 }
 
+/// Counts `key` once as the call `id` (an attempt of it), recording it.
+fn count_as(key: &'static str, id: u128) -> (Box<dyn Job>, Answer<Vec<u64>>) {
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let once = ops::Once::new(tollgate_core::CheckId::from_u128(id), deadline);
+    call(Duration::from_secs(10), move |conn, now| {
+        let reply = ops::once(conn, &once, 1, now, || {
+            ops::count(conn, &[counter(key)], now).map(|counts| tollgate_core::Reservation {
+                applied: true,
+                counts,
+            })
+        })?;
+        Ok(reply.counts)
+    })
+}
+
+/// A call failing alone takes its record with it (it is applied again when
+/// retried); the others of its batch keep theirs (their retries apply
+/// nothing); and the batch's records are one row.
+#[test]
+fn a_call_failing_alone_leaves_no_record_and_the_others_keep_theirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let worker = worker(&dir);
+    let (first, first_answer) = count_as("a", 1);
+    let (failing, failing_answer) = call(Duration::from_secs(10), |conn, now| {
+        let deadline = Deadline::after(Duration::from_secs(10));
+        let once = ops::Once::new(tollgate_core::CheckId::from_u128(2), deadline);
+        ops::once(conn, &once, 1, now, || {
+            ops::count(conn, &[counter("b")], now).map(|counts| tollgate_core::Reservation {
+                applied: true,
+                counts,
+            })
+        })?;
+        Err::<(), _>(rusqlite::Error::QueryReturnedNoRows)
+    });
+    let (last, last_answer) = count_as("c", 3);
+    worker.serve(vec![first, failing, last]);
+    assert_eq!(first_answer.blocking_recv().unwrap().unwrap(), vec![1]);
+    assert!(failing_answer.blocking_recv().unwrap().is_err());
+    assert_eq!(last_answer.blocking_recv().unwrap().unwrap(), vec![1]);
+    let rows: i64 = worker
+        .conn
+        .query_row("SELECT count(*) FROM calls", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(rows, 1, "one row of records per batch");
+
+    let (again_a, again_a_answer) = count_as("a", 1);
+    let (again_b, again_b_answer) = count_as("b", 2);
+    let (again_c, again_c_answer) = count_as("c", 3);
+    worker.serve(vec![again_a, again_b, again_c]);
+    assert_eq!(again_a_answer.blocking_recv().unwrap().unwrap(), vec![1]);
+    assert_eq!(again_b_answer.blocking_recv().unwrap().unwrap(), vec![1]);
+    assert_eq!(again_c_answer.blocking_recv().unwrap().unwrap(), vec![1]);
+    assert_eq!(stored(&worker, "a"), 1, "a retry was applied");
+    assert_eq!(
+        stored(&worker, "b"),
+        1,
+        "the failed call was not applied once"
+    );
+    assert_eq!(stored(&worker, "c"), 1, "a retry was applied");
+}
+
 #[test]
 fn a_batch_of_calls_is_one_commit() {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -135,7 +196,7 @@ fn a_call_nobody_waits_for_is_skipped() {
 }
 
 #[test]
-fn a_batch_that_cannot_lock_the_file_waits_until_its_deadline_and_fails_as_busy() {
+fn a_batch_that_cannot_lock_the_file_waits_until_its_deadline_and_times_out() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("limits.sqlite");
     let worker = worker_on(&path);
@@ -149,7 +210,7 @@ fn a_batch_that_cannot_lock_the_file_waits_until_its_deadline_and_fails_as_busy(
     let waited = started.elapsed();
     for answer in [first_answer, second_answer] {
         let failure = answer.blocking_recv().unwrap().unwrap_err();
-        assert_eq!(failure.kind(), "busy");
+        assert_eq!(failure.kind(), "timeout", "no answer by the deadline");
         assert!(failure.is_transient());
     }
     assert!(
@@ -269,15 +330,18 @@ fn a_call_skipped_under_the_lock_costs_its_batch_no_second_run() {
 #[test]
 fn a_batch_that_gave_up_on_the_lock_is_not_tried_again() {
     // The lock comes free 150 ms after the batch's deadline (200 ms), and
-    // before a second wait as long would end: the calls are answered busy,
-    // at their deadline, not run again late.
+    // before a second wait as long would end: the calls are answered with a
+    // timeout, at their deadline, not run again late.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("limits.sqlite");
     let worker = worker_on(&path);
     let holder = hold_lock(&path, Duration::from_millis(350));
     let (call, answer) = count_by("a", Duration::from_millis(200));
     worker.serve(vec![call]);
-    assert_eq!(answer.blocking_recv().unwrap().unwrap_err().kind(), "busy");
+    assert_eq!(
+        answer.blocking_recv().unwrap().unwrap_err().kind(),
+        "timeout"
+    );
     holder.join().unwrap();
     assert_eq!(stored(&worker, "a"), 0);
 }

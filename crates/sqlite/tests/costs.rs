@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension};
 use tempfile::TempDir;
-use tollgate_core::{Counter, CounterStore, Deadline, MAX_COUNT, ManualClock, Reservation};
+use tollgate_core::{
+    CheckId, Counter, CounterStore, Deadline, MAX_COUNT, ManualClock, Reservation,
+};
 use tollgate_sqlite::{SqliteOptions, SqliteStore};
 
 fn counter(key: &str, cost: u64, max: u64) -> Counter {
@@ -49,13 +51,16 @@ async fn counts_saturate_at_two_to_the_53_on_the_file() {
     let (store, path) = open(&dir, &clock);
     let near = counter("limit:near", MAX_COUNT - 1, u64::MAX);
     assert_eq!(
-        store.count(&[near], deadline()).await.unwrap(),
+        store
+            .count(&[near], CheckId::new(), deadline())
+            .await
+            .unwrap(),
         vec![MAX_COUNT - 1]
     );
     let more = counter("limit:near", 5, u64::MAX);
     for _ in 0..2 {
         let counts = store
-            .count(std::slice::from_ref(&more), deadline())
+            .count(std::slice::from_ref(&more), CheckId::new(), deadline())
             .await
             .unwrap();
         assert_eq!(counts, vec![MAX_COUNT]);
@@ -66,12 +71,18 @@ async fn counts_saturate_at_two_to_the_53_on_the_file() {
     let huge = [counter("limit:huge", u64::MAX, u64::MAX)];
     for _ in 0..2 {
         assert_eq!(
-            store.count(&huge, deadline()).await.unwrap(),
+            store
+                .count(&huge, CheckId::new(), deadline())
+                .await
+                .unwrap(),
             vec![MAX_COUNT]
         );
     }
     assert_eq!(row(&path, "limit:huge").unwrap().0, 1 << 53);
-    let refused = store.reserve(&huge, deadline()).await.unwrap();
+    let refused = store
+        .reserve(&huge, CheckId::new(), deadline())
+        .await
+        .unwrap();
     assert_eq!(
         refused,
         Reservation {
@@ -90,7 +101,7 @@ async fn a_reservation_adds_every_cost_when_each_fits_and_none_otherwise() {
     let a = |cost| counter("limit:a", cost, MAX_COUNT);
     let b = |cost| counter("limit:b", cost, 10);
     let first = store
-        .reserve(&[a(MAX_COUNT - 3), b(7)], deadline())
+        .reserve(&[a(MAX_COUNT - 3), b(7)], CheckId::new(), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -100,7 +111,10 @@ async fn a_reservation_adds_every_cost_when_each_fits_and_none_otherwise() {
             counts: vec![MAX_COUNT - 3, 7]
         }
     );
-    let fits_exactly = store.reserve(&[a(3), b(3)], deadline()).await.unwrap();
+    let fits_exactly = store
+        .reserve(&[a(3), b(3)], CheckId::new(), deadline())
+        .await
+        .unwrap();
     assert_eq!(
         fits_exactly,
         Reservation {
@@ -108,8 +122,14 @@ async fn a_reservation_adds_every_cost_when_each_fits_and_none_otherwise() {
             counts: vec![MAX_COUNT, 10]
         }
     );
-    store.refund(&[b(10)], deadline()).await.unwrap();
-    let one_over = store.reserve(&[b(4), a(1)], deadline()).await.unwrap();
+    store
+        .refund(&[b(10)], CheckId::new(), deadline())
+        .await
+        .unwrap();
+    let one_over = store
+        .reserve(&[b(4), a(1)], CheckId::new(), deadline())
+        .await
+        .unwrap();
     assert_eq!(
         one_over,
         Reservation {
@@ -124,7 +144,10 @@ async fn a_reservation_adds_every_cost_when_each_fits_and_none_otherwise() {
     );
 
     let too_big = [counter("limit:c", 11, 10)];
-    let refused = store.reserve(&too_big, deadline()).await.unwrap();
+    let refused = store
+        .reserve(&too_big, CheckId::new(), deadline())
+        .await
+        .unwrap();
     assert_eq!(
         refused,
         Reservation {
@@ -141,17 +164,29 @@ async fn refunds_stop_at_zero_keep_the_lifetime_and_leave_absent_counters_absent
     let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
     let (store, path) = open(&dir, &clock);
     let spend = [counter("limit:r", 8, 100)];
-    assert_eq!(store.count(&spend, deadline()).await.unwrap(), vec![8]);
+    assert_eq!(
+        store
+            .count(&spend, CheckId::new(), deadline())
+            .await
+            .unwrap(),
+        vec![8]
+    );
     let (_, expires_at) = row(&path, "limit:r").unwrap();
     clock.advance(Duration::from_secs(10));
 
     let give_back = |cost| [counter("limit:r", cost, 100)];
     assert_eq!(
-        store.refund(&give_back(3), deadline()).await.unwrap(),
+        store
+            .refund(&give_back(3), CheckId::new(), deadline())
+            .await
+            .unwrap(),
         vec![5]
     );
     assert_eq!(
-        store.refund(&give_back(50), deadline()).await.unwrap(),
+        store
+            .refund(&give_back(50), CheckId::new(), deadline())
+            .await
+            .unwrap(),
         vec![0]
     );
     assert_eq!(
@@ -159,11 +194,23 @@ async fn refunds_stop_at_zero_keep_the_lifetime_and_leave_absent_counters_absent
         Some((0, expires_at)),
         "the lifetime moved"
     );
-    assert_eq!(store.count(&spend, deadline()).await.unwrap(), vec![8]);
+    assert_eq!(
+        store
+            .count(&spend, CheckId::new(), deadline())
+            .await
+            .unwrap(),
+        vec![8]
+    );
     assert_eq!(row(&path, "limit:r"), Some((8, expires_at)));
 
     let absent = [counter("limit:absent", 5, 100)];
-    assert_eq!(store.refund(&absent, deadline()).await.unwrap(), vec![0]);
+    assert_eq!(
+        store
+            .refund(&absent, CheckId::new(), deadline())
+            .await
+            .unwrap(),
+        vec![0]
+    );
     assert_eq!(
         row(&path, "limit:absent"),
         None,
@@ -171,7 +218,10 @@ async fn refunds_stop_at_zero_keep_the_lifetime_and_leave_absent_counters_absent
     );
     clock.advance(Duration::from_secs(50));
     assert_eq!(
-        store.refund(&give_back(1), deadline()).await.unwrap(),
+        store
+            .refund(&give_back(1), CheckId::new(), deadline())
+            .await
+            .unwrap(),
         vec![0]
     );
     assert_eq!(

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use tollgate_core::{
-    Clock, Counter, CounterStore, Deadline, Deliveries, Limiter, ManualClock, RetryPolicy, Rule,
-    StoreError, Window,
+    CheckId, Clock, Counter, CounterStore, Deadline, Deliveries, Limiter, ManualClock, RetryPolicy,
+    Rule, StoreError, Window,
 };
 use tollgate_sqlite::SqliteStore;
 
@@ -171,10 +171,10 @@ async fn a_delivery_begun_in_vain_during_a_held_lock_begins_exactly_once_after_i
 /// is what the worker waits for the lock by: the worker gives up on the
 /// abandoned check at that deadline, not at a default check's budget
 /// (350 ms), so a call made right after, still during the lock, is tried
-/// against the lock (and answered busy at its own deadline) rather than
-/// left queued behind a wait on the abandoned check's behalf (and skipped
-/// as too late, a timeout). Once the lock comes free, the failed check is
-/// found to have applied nothing.
+/// against the lock and answered (a timeout) at its own deadline, 150 ms,
+/// rather than left queued behind a wait on the abandoned check's behalf
+/// (answered when that wait ends, at 350 ms). Once the lock comes free,
+/// the failed check is found to have applied nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_retry_policy_bounds_how_long_the_worker_waits_for_a_held_lock() {
     let (_dir, path) = file();
@@ -209,16 +209,25 @@ async fn a_short_retry_policy_bounds_how_long_the_worker_waits_for_a_held_lock()
         cost: 1,
         max: 10,
     };
+    let made = std::time::Instant::now();
     let next = store
-        .count(&[probe], Deadline::after(Duration::from_millis(150)))
+        .count(
+            &[probe],
+            CheckId::new(),
+            Deadline::after(Duration::from_millis(150)),
+        )
         .await;
-    match next {
-        Err(StoreError::Busy(_)) => {}
-        other => panic!(
-            "the call after the abandoned check answered {other:?}, not busy: the worker \
-             was still waiting for the lock on the abandoned check's behalf"
-        ),
-    }
+    let took = made.elapsed();
+    assert!(
+        matches!(next, Err(StoreError::Timeout(_))),
+        "the call during the lock answered {next:?}"
+    );
+    assert!(
+        took < Duration::from_millis(250),
+        "the call after the abandoned check was answered after {took:?}, not at its own \
+         deadline (150 ms): the worker was still waiting for the lock on the abandoned \
+         check's behalf"
+    );
 
     tokio::task::spawn_blocking(move || holder.join().unwrap())
         .await

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use tempfile::TempDir;
-use tollgate_core::{Claim, Clock, Counter, CounterStore, Deadline, ManualClock, MarkStore};
+use tollgate_core::{
+    CheckId, Claim, Clock, Counter, CounterStore, Deadline, ManualClock, MarkStore,
+};
 use tollgate_sqlite::{SqliteOptions, SqliteStore};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -66,7 +68,10 @@ async fn rows_stay_bounded_under_a_stream_of_distinct_keys() {
         let batch: Vec<Counter> = (0..per_window)
             .map(|i| counter(format!("limit:visitor:{window}-{i}:{window}")))
             .collect();
-        store.count(&batch, deadline()).await.unwrap();
+        store
+            .count(&batch, CheckId::new(), deadline())
+            .await
+            .unwrap();
         let mark = format!("github-delivery:{window}");
         let claim = store.claim(&mark, "t", MINUTE, deadline()).await;
         assert_eq!(claim.unwrap(), Claim::Acquired);
@@ -88,7 +93,7 @@ async fn one_sweep_removes_at_most_its_batch() {
     let old: Vec<Counter> = (0..100)
         .map(|i| counter(format!("limit:old:{i}")))
         .collect();
-    store.count(&old, deadline()).await.unwrap();
+    store.count(&old, CheckId::new(), deadline()).await.unwrap();
     for i in 0..15 {
         let mark = format!("mark:old:{i}");
         store.claim(&mark, "t", MINUTE, deadline()).await.unwrap();
@@ -98,13 +103,19 @@ async fn one_sweep_removes_at_most_its_batch() {
     // Each call is preceded by one sweep of at most 10 rows; a full sweep
     // makes the next one due at once, until the backlog is gone.
     let one = |i: usize| [counter(format!("limit:new:{i}"))];
-    store.count(&one(0), deadline()).await.unwrap();
+    store
+        .count(&one(0), CheckId::new(), deadline())
+        .await
+        .unwrap();
     assert_eq!(
         rows(&path, "counters") + rows(&path, "marks"),
         100 + 15 - 10 + 1
     );
     for i in 1..13 {
-        store.count(&one(i), deadline()).await.unwrap();
+        store
+            .count(&one(i), CheckId::new(), deadline())
+            .await
+            .unwrap();
     }
     assert_eq!(
         (rows(&path, "counters"), rows(&path, "marks")),
@@ -125,9 +136,15 @@ async fn an_expired_counter_reads_as_absent_and_is_removed_when_touched() {
     let store = SqliteStore::open_with(&path, options).unwrap();
     let keys: Vec<String> = (0..4).map(|i| format!("limit:k:{i}")).collect();
     let counters: Vec<Counter> = keys.iter().cloned().map(counter).collect();
-    let counted = store.count(&counters, deadline()).await.unwrap();
+    let counted = store
+        .count(&counters, CheckId::new(), deadline())
+        .await
+        .unwrap();
     assert_eq!(counted, vec![1, 1, 1, 1]);
-    let again = store.count(&counters[..1], deadline()).await.unwrap();
+    let again = store
+        .count(&counters[..1], CheckId::new(), deadline())
+        .await
+        .unwrap();
     assert_eq!(again, vec![2]);
     let claimed = store
         .claim("mark:k", "t", MINUTE, deadline())
@@ -143,13 +160,19 @@ async fn an_expired_counter_reads_as_absent_and_is_removed_when_touched() {
         "reading the expired counter removed it"
     );
     assert_eq!(
-        store.refund(&counters[1..2], deadline()).await.unwrap(),
+        store
+            .refund(&counters[1..2], CheckId::new(), deadline())
+            .await
+            .unwrap(),
         vec![0],
         "an expired counter refunds nothing"
     );
     assert_eq!(rows(&path, "counters"), 2, "refunding it removed it");
     assert_eq!(
-        store.count(&counters[2..3], deadline()).await.unwrap(),
+        store
+            .count(&counters[2..3], CheckId::new(), deadline())
+            .await
+            .unwrap(),
         vec![1],
         "an expired counter restarts at its cost"
     );
@@ -172,15 +195,18 @@ async fn a_counter_expires_after_its_ttl_on_the_store_clock() {
     let (store, path) = store(&dir, &clock, 1_000);
     let c = counter("limit:ttl:1".into());
     let one = std::slice::from_ref(&c);
-    store.count(one, deadline()).await.unwrap();
+    store.count(one, CheckId::new(), deadline()).await.unwrap();
     clock.advance(Duration::from_secs(20));
     assert_eq!(
         lifetime(&path, &clock, &c.key),
         Some(Duration::from_secs(40))
     );
-    store.count(one, deadline()).await.unwrap();
-    store.reserve(one, deadline()).await.unwrap();
-    store.refund(one, deadline()).await.unwrap();
+    store.count(one, CheckId::new(), deadline()).await.unwrap();
+    store
+        .reserve(one, CheckId::new(), deadline())
+        .await
+        .unwrap();
+    store.refund(one, CheckId::new(), deadline()).await.unwrap();
     assert_eq!(
         lifetime(&path, &clock, &c.key),
         Some(Duration::from_secs(40)),

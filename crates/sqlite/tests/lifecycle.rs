@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use tollgate_core::{Counter, CounterStore, Deadline};
+use tollgate_core::{CheckId, Counter, CounterStore, Deadline};
 use tollgate_sqlite::{Error, SqliteOptions, SqliteStore};
 
 fn counter() -> Counter {
@@ -24,10 +24,16 @@ async fn a_clone_keeps_the_worker_alive() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("limits.sqlite")).unwrap();
     let clone = store.clone();
-    store.count(&[counter()], deadline()).await.unwrap();
+    store
+        .count(&[counter()], CheckId::new(), deadline())
+        .await
+        .unwrap();
     drop(store);
     assert_eq!(
-        clone.count(&[counter()], deadline()).await.unwrap(),
+        clone
+            .count(&[counter()], CheckId::new(), deadline())
+            .await
+            .unwrap(),
         vec![2]
     );
 }
@@ -38,7 +44,10 @@ async fn dropping_the_last_handle_closes_the_file() {
     let path = dir.path().join("limits.sqlite");
     let wal = dir.path().join("limits.sqlite-wal");
     let store = SqliteStore::open(&path).unwrap();
-    store.count(&[counter()], deadline()).await.unwrap();
+    store
+        .count(&[counter()], CheckId::new(), deadline())
+        .await
+        .unwrap();
     assert!(wal.exists(), "an open store in WAL mode has a log");
     drop(store);
     // The worker thread checkpoints and deletes the log when it closes the
@@ -53,7 +62,10 @@ async fn dropping_the_last_handle_closes_the_file() {
     }
     let reopened = SqliteStore::open(&path).unwrap();
     assert_eq!(
-        reopened.count(&[counter()], deadline()).await.unwrap(),
+        reopened
+            .count(&[counter()], CheckId::new(), deadline())
+            .await
+            .unwrap(),
         vec![2]
     );
 }
@@ -79,7 +91,10 @@ async fn many_stores_opening_a_new_file_at_once_all_succeed() {
             .collect();
         for (i, store) in stores.iter().enumerate() {
             assert_eq!(
-                store.count(&[counter()], deadline()).await.unwrap(),
+                store
+                    .count(&[counter()], CheckId::new(), deadline())
+                    .await
+                    .unwrap(),
                 vec![i as u64 + 1]
             );
         }
@@ -108,7 +123,10 @@ async fn opening_waits_for_a_lock_held_by_another_connection() {
     let store = SqliteStore::open(&path).unwrap();
     holder.join().unwrap();
     assert_eq!(
-        store.count(&[counter()], deadline()).await.unwrap(),
+        store
+            .count(&[counter()], CheckId::new(), deadline())
+            .await
+            .unwrap(),
         vec![1]
     );
 }

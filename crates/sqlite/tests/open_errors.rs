@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 use tempfile::TempDir;
-use tollgate_core::{Claim, Counter, CounterStore, Deadline, MarkStore};
+use tollgate_core::{CheckId, Claim, Counter, CounterStore, Deadline, MarkStore};
 use tollgate_sqlite::{APPLICATION_ID, Error, SCHEMA_VERSION, SqliteStore};
 
 fn dir() -> TempDir {
@@ -42,7 +42,13 @@ async fn a_new_file_gets_the_versioned_schema_and_works() {
         cost: 1,
         max: 1,
     };
-    assert_eq!(store.count(&[counter], deadline()).await.unwrap(), vec![1]);
+    assert_eq!(
+        store
+            .count(&[counter], CheckId::new(), deadline())
+            .await
+            .unwrap(),
+        vec![1]
+    );
     let conn = Connection::open(&path).unwrap();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -116,6 +122,34 @@ async fn a_version_1_file_is_migrated_in_place_keeping_counts_and_marks() {
         vec![7],
         "a second open changed the file"
     );
+}
+
+/// A version-2 file written before call records (no `calls` table) gets
+/// the table when it is opened, keeping its version (a version that does
+/// not know the table ignores it), and its calls are recorded from then on.
+#[tokio::test]
+async fn a_version_2_file_made_before_call_records_gets_their_table() {
+    let dir = dir();
+    let marks = "CREATE TABLE marks (key BLOB PRIMARY KEY NOT NULL, value TEXT NOT NULL, \
+                 expires_at INTEGER NOT NULL) WITHOUT ROWID;";
+    let v2 = VERSION_1.replace("PRAGMA user_version = 1;", "PRAGMA user_version = 2;");
+    let path = database(
+        &dir,
+        &format!("PRAGMA application_id = {APPLICATION_ID}; {v2} {marks}"),
+    );
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(scalar::<i64>(&path, "PRAGMA user_version"), 2);
+    let counter = Counter {
+        key: "limit:ask:docs:1:20000".into(),
+        ttl: std::time::Duration::from_secs(60),
+        cost: 1,
+        max: 100,
+    };
+    let id = CheckId::new();
+    let batch = std::slice::from_ref(&counter);
+    assert_eq!(store.count(batch, id, deadline()).await.unwrap(), [8]);
+    assert_eq!(store.count(batch, id, deadline()).await.unwrap(), [8]);
+    assert_eq!(scalar::<i64>(&path, "SELECT count(*) FROM calls"), 1);
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_core::{Counter, CounterStore, Deadline, Limiter, ManualClock, Rule, Window};
+use tollgate_core::{CheckId, Counter, CounterStore, Deadline, Limiter, ManualClock, Rule, Window};
 use tollgate_sqlite::SqliteStore;
 use tollgate_test_support::processes::{self, ChildProcess, Test};
 
@@ -104,7 +104,7 @@ async fn burst(store: SqliteStore, key: &str) {
         tasks.spawn(async move {
             loop {
                 let count = match store
-                    .count(std::slice::from_ref(&counter), deadline())
+                    .count(std::slice::from_ref(&counter), CheckId::new(), deadline())
                     .await
                 {
                     Ok(counts) => counts[0],

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
-use tollgate_core::{Counter, CounterStore, Deadline};
+use tollgate_core::{CheckId, Counter, CounterStore, Deadline};
 use tollgate_sqlite::{SqliteOptions, SqliteStore};
 
 const CAPACITY: usize = 4;
@@ -39,7 +39,10 @@ async fn a_full_queue_fails_calls_fast_as_busy_and_the_store_recovers() {
     let options = SqliteOptions::default().queue_capacity(CAPACITY);
     let store = SqliteStore::open_with(&path, options).unwrap();
     assert_eq!(
-        store.count(&[counter("warm")], patient()).await.unwrap(),
+        store
+            .count(&[counter("warm")], CheckId::new(), patient())
+            .await
+            .unwrap(),
         vec![1]
     );
 
@@ -47,7 +50,11 @@ async fn a_full_queue_fails_calls_fast_as_busy_and_the_store_recovers() {
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
     let spawn = || {
         let store = store.clone();
-        tokio::spawn(async move { store.count(&[counter("queued")], patient()).await })
+        tokio::spawn(async move {
+            store
+                .count(&[counter("queued")], CheckId::new(), patient())
+                .await
+        })
     };
     // One call the worker takes and waits with, for the lock; then enough
     // to fill the queue behind it.
@@ -62,7 +69,7 @@ async fn a_full_queue_fails_calls_fast_as_busy_and_the_store_recovers() {
     let refused = [counter("refused")];
     for _ in 0..200_000 {
         let began = Instant::now();
-        let call = store.count(&refused, patient());
+        let call = store.count(&refused, CheckId::new(), patient());
         let answer = tokio::time::timeout(Duration::from_millis(500), call).await;
         let err = answer
             .expect("a call waited behind a full queue instead of failing")
@@ -85,7 +92,10 @@ async fn a_full_queue_fails_calls_fast_as_busy_and_the_store_recovers() {
         "refused calls were slow"
     );
     assert!(grown < 8 << 20, "memory grew by {grown} bytes");
-    let err = store.count(&refused, patient()).await.unwrap_err();
+    let err = store
+        .count(&refused, CheckId::new(), patient())
+        .await
+        .unwrap_err();
     let source = std::error::Error::source(&err).unwrap().to_string();
     assert!(source.contains("queue is full"), "{source}");
 
@@ -101,7 +111,10 @@ async fn a_full_queue_fails_calls_fast_as_busy_and_the_store_recovers() {
         "queued calls were lost or refused calls applied"
     );
     assert_eq!(
-        store.count(&[counter("after")], patient()).await.unwrap(),
+        store
+            .count(&[counter("after")], CheckId::new(), patient())
+            .await
+            .unwrap(),
         vec![1]
     );
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Counter, CounterStore, Limit, MAX_COUNT, MAX_MAX, Window};
+use tollgate_core::{CheckId, Counter, CounterStore, Limit, MAX_COUNT, MAX_MAX, Window};
 
 use super::concurrency::race_all;
 use crate::support::{clock, deadline, limiter, ok, rule, unique};
@@ -126,11 +126,15 @@ pub async fn a_cost_above_max_is_refused_and_counted_over<H: Harness>(harness: &
 
     let direct = format!("limit:big:{id}:direct:1");
     ok(
-        store.count(&[counter(&direct, 3, 10)], deadline()).await,
+        store
+            .count(&[counter(&direct, 3, 10)], CheckId::new(), deadline())
+            .await,
         "count",
     );
     let reply = ok(
-        store.reserve(&[counter(&direct, 11, 10)], deadline()).await,
+        store
+            .reserve(&[counter(&direct, 11, 10)], CheckId::new(), deadline())
+            .await,
         "reserve",
     );
     assert!(!reply.applied, "a cost above max never fits");
@@ -141,7 +145,9 @@ pub async fn a_cost_above_max_is_refused_and_counted_over<H: Harness>(harness: &
     );
     let fresh = format!("limit:big:{id}:direct-fresh:1");
     let reply = ok(
-        store.reserve(&[counter(&fresh, 11, 10)], deadline()).await,
+        store
+            .reserve(&[counter(&fresh, 11, 10)], CheckId::new(), deadline())
+            .await,
         "reserve",
     );
     assert_eq!((reply.applied, reply.counts), (false, vec![0]));
@@ -173,13 +179,20 @@ pub async fn a_reservation_that_cannot_fit_one_cost_changes_nothing<H: Harness>(
     let [a, b, c] = ["a", "b", "c"].map(|k| format!("limit:fit:{id}:{k}:1"));
     ok(
         store
-            .count(&[counter(&a, 5, 10), counter(&b, 8, 10)], deadline())
+            .count(
+                &[counter(&a, 5, 10), counter(&b, 8, 10)],
+                CheckId::new(),
+                deadline(),
+            )
             .await,
         "count",
     );
     let batch = [counter(&a, 5, 10), counter(&b, 3, 10), counter(&c, 1, 10)];
     for _ in 0..3 {
-        let reply = ok(store.reserve(&batch, deadline()).await, "reserve");
+        let reply = ok(
+            store.reserve(&batch, CheckId::new(), deadline()).await,
+            "reserve",
+        );
         assert!(!reply.applied, "8 + 3 does not fit in 10");
         assert_eq!(
             reply.counts,
@@ -200,7 +213,10 @@ pub async fn a_reservation_that_cannot_fit_one_cost_changes_nothing<H: Harness>(
     );
 
     let fits = [counter(&a, 5, 10), counter(&b, 2, 10), counter(&c, 1, 10)];
-    let reply = ok(store.reserve(&fits, deadline()).await, "reserve");
+    let reply = ok(
+        store.reserve(&fits, CheckId::new(), deadline()).await,
+        "reserve",
+    );
     assert_eq!(
         (reply.applied, reply.counts),
         (true, vec![10, 10, 1]),
@@ -221,7 +237,12 @@ pub async fn costs_near_the_bounds_never_wrap<H: Harness>(harness: &H) {
     let reserve = |cost| {
         let batch = [counter(&key, cost, MAX_MAX)];
         let store = &store;
-        async move { ok(store.reserve(&batch, deadline()).await, "reserve") }
+        async move {
+            ok(
+                store.reserve(&batch, CheckId::new(), deadline()).await,
+                "reserve",
+            )
+        }
     };
     let reply = reserve(MAX_MAX - 1).await;
     assert_eq!((reply.applied, reply.counts), (true, vec![MAX_MAX - 1]));
@@ -252,17 +273,20 @@ pub async fn costs_near_the_bounds_never_wrap<H: Harness>(harness: &H) {
 
     let top = [counter(&key, 1, MAX_MAX)];
     assert_eq!(
-        ok(store.count(&top, deadline()).await, "count"),
+        ok(store.count(&top, CheckId::new(), deadline()).await, "count"),
         [MAX_COUNT]
     );
     assert_eq!(
-        ok(store.count(&top, deadline()).await, "count"),
+        ok(store.count(&top, CheckId::new(), deadline()).await, "count"),
         [MAX_COUNT],
         "a count wrapped past 2^53"
     );
     let huge = [counter(&key, MAX_COUNT, MAX_MAX)];
     assert_eq!(
-        ok(store.count(&huge, deadline()).await, "count"),
+        ok(
+            store.count(&huge, CheckId::new(), deadline()).await,
+            "count"
+        ),
         [MAX_COUNT],
         "a count wrapped past 2^53"
     );
@@ -283,22 +307,38 @@ pub async fn costs_near_the_bounds_never_wrap<H: Harness>(harness: &H) {
     assert_eq!(
         ok(
             store
-                .refund(&[counter(&key, MAX_COUNT - 2, MAX_MAX)], deadline())
+                .refund(
+                    &[counter(&key, MAX_COUNT - 2, MAX_MAX)],
+                    CheckId::new(),
+                    deadline()
+                )
                 .await,
             "refund"
         ),
         [2]
     );
-    assert_eq!(ok(store.refund(&huge, deadline()).await, "refund"), [0]);
+    assert_eq!(
+        ok(
+            store.refund(&huge, CheckId::new(), deadline()).await,
+            "refund"
+        ),
+        [0]
+    );
 
     let fresh = format!("limit:bounds:{id}:fresh:1");
     let once = [counter(&fresh, MAX_COUNT, MAX_MAX)];
     assert_eq!(
-        ok(store.count(&once, deadline()).await, "count"),
+        ok(
+            store.count(&once, CheckId::new(), deadline()).await,
+            "count"
+        ),
         [MAX_COUNT]
     );
     assert_eq!(
-        ok(store.count(&once, deadline()).await, "count"),
+        ok(
+            store.count(&once, CheckId::new(), deadline()).await,
+            "count"
+        ),
         [MAX_COUNT],
         "a count wrapped past 2^53"
     );

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Counter, CounterStore, Window};
+use tollgate_core::{CheckId, Counter, CounterStore, Window};
 
 use crate::Harness;
 use crate::support::{clock, deadline, limiter, ok, rule, unique};
@@ -23,15 +23,24 @@ pub async fn increment_counts_each_counter_of_a_batch<H: Harness>(harness: &H) {
     let id = unique();
     let keys: Vec<String> = (0..4).map(|i| format!("limit:batch:{id}:{i}:1")).collect();
     let one = [counter(&keys[0], 60)];
-    assert_eq!(ok(store.count(&one, deadline()).await, "count"), [1]);
-    assert_eq!(ok(store.count(&one, deadline()).await, "count"), [2]);
+    assert_eq!(
+        ok(store.count(&one, CheckId::new(), deadline()).await, "count"),
+        [1]
+    );
+    assert_eq!(
+        ok(store.count(&one, CheckId::new(), deadline()).await, "count"),
+        [2]
+    );
     let all: Vec<Counter> = keys.iter().map(|k| counter(k, 60)).collect();
     assert_eq!(
-        ok(store.count(&all, deadline()).await, "count"),
+        ok(store.count(&all, CheckId::new(), deadline()).await, "count"),
         [3, 1, 1, 1]
     );
     assert_eq!(
-        ok(store.count(&all[2..], deadline()).await, "count"),
+        ok(
+            store.count(&all[2..], CheckId::new(), deadline()).await,
+            "count"
+        ),
         [2, 2]
     );
     let mut read = keys.clone();

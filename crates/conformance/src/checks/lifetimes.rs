@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Claim, Clock, Counter, CounterStore, Limit, MarkStore, Window};
+use tollgate_core::{CheckId, Claim, Clock, Counter, CounterStore, Limit, MarkStore, Window};
 
 use crate::support::{
     SLACK, assert_fresh_lifetime, assert_gone, clock, deadline, lifetime, lifetime_windows,
@@ -83,13 +83,17 @@ pub async fn every_counter_lives_until_its_window_ends_within_two_windows<H: Har
             ["count", "reserve", "refund"].map(|how| counter(&format!("{direct}:{how}"), ttl, 4));
         assert_eq!(
             ok(
-                store.count(std::slice::from_ref(&c), deadline()).await,
+                store
+                    .count(std::slice::from_ref(&c), CheckId::new(), deadline())
+                    .await,
                 "count"
             ),
             [4]
         );
         let reservation = ok(
-            store.reserve(std::slice::from_ref(&r), deadline()).await,
+            store
+                .reserve(std::slice::from_ref(&r), CheckId::new(), deadline())
+                .await,
             "reserve",
         );
         assert!(
@@ -97,11 +101,19 @@ pub async fn every_counter_lives_until_its_window_ends_within_two_windows<H: Har
             "a reservation of 4 of 100 on a fresh counter"
         );
         ok(
-            store.count(std::slice::from_ref(&f), deadline()).await,
+            store
+                .count(std::slice::from_ref(&f), CheckId::new(), deadline())
+                .await,
             "count",
         );
         let back = counter(&f.key, ttl, 1);
-        assert_eq!(ok(store.refund(&[back], deadline()).await, "refund"), [3]);
+        assert_eq!(
+            ok(
+                store.refund(&[back], CheckId::new(), deadline()).await,
+                "refund"
+            ),
+            [3]
+        );
         for key in [&c.key, &r.key, &f.key] {
             assert_fresh_lifetime(harness, key, ttl).await;
         }
@@ -189,13 +201,19 @@ async fn refund_keeps_lifetime_in_real_time<H: Harness>(
     let counted = counter(&format!("limit:life:{id}:refund-later:1"), ttl, 5);
     ok(
         store
-            .count(std::slice::from_ref(&counted), deadline())
+            .count(std::slice::from_ref(&counted), CheckId::new(), deadline())
             .await,
         "count",
     );
     tokio::time::sleep(PAUSE).await;
     let back = counter(&counted.key, ttl, 2);
-    assert_eq!(ok(store.refund(&[back], deadline()).await, "refund"), [3]);
+    assert_eq!(
+        ok(
+            store.refund(&[back], CheckId::new(), deadline()).await,
+            "refund"
+        ),
+        [3]
+    );
     let left = lifetime(harness, &counted.key).await;
     assert!(
         left + PAUSE <= ttl + Duration::from_millis(1_250),

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Claim, Counter, CounterStore, MarkStore};
+use tollgate_core::{CheckId, Claim, Counter, CounterStore, MarkStore};
 
 use crate::support::{clock, deadline, ok, unique};
 use crate::{Expiry, Harness};
@@ -114,7 +114,7 @@ pub async fn marks_belong_to_their_token<H: Harness>(harness: &H) {
     assert_eq!(
         ok(
             store
-                .count(std::slice::from_ref(&counter), deadline())
+                .count(std::slice::from_ref(&counter), CheckId::new(), deadline())
                 .await,
             "count"
         ),
@@ -130,7 +130,7 @@ pub async fn marks_belong_to_their_token<H: Harness>(harness: &H) {
     assert_eq!(
         ok(
             store
-                .count(std::slice::from_ref(&counter), deadline())
+                .count(std::slice::from_ref(&counter), CheckId::new(), deadline())
                 .await,
             "count"
         ),

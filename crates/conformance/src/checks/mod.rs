@@ -16,6 +16,7 @@ mod lifetimes;
 mod marks;
 mod refunds;
 mod reserve;
+mod retries;
 mod windows;
 
 pub use cache::cached_and_uncached_limiters_agree;
@@ -46,6 +47,11 @@ pub use refunds::{
     settle_refunds_or_counts_the_difference,
 };
 pub use reserve::{racing_reservations_allow_exactly_max, refused_reservation_changes_no_counter};
+pub use retries::{
+    a_reply_lost_after_the_write_is_recognised_on_retry,
+    a_retried_count_applies_once_and_answers_what_it_applied, a_retried_refund_gives_back_once,
+    a_retried_reservation_answers_as_its_first_attempt,
+};
 pub use windows::{
     limited_names_the_longest_wait, next_window_starts_fresh, remaining_is_max_minus_count,
 };
@@ -68,6 +74,7 @@ mod tests {
             include_str!("marks.rs"),
             include_str!("refunds.rs"),
             include_str!("reserve.rs"),
+            include_str!("retries.rs"),
             include_str!("windows.rs"),
         ];
         let lib = include_str!("../lib.rs");

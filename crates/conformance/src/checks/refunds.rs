@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Clock, Counter, CounterStore, Error, Limit, Window};
+use tollgate_core::{CheckId, Clock, Counter, CounterStore, Error, Limit, Window};
 
 use crate::support::{clock, deadline, limiter, ok, rule, unique};
 use crate::{Expiry, Harness};
@@ -32,13 +32,21 @@ pub async fn refunds_floor_at_zero<H: Harness>(harness: &H) {
     let [a, b] = ["a", "b"].map(|k| format!("limit:refund:{id}:{k}:1"));
     ok(
         store
-            .count(&[counter(&a, 5), counter(&b, 2)], deadline())
+            .count(
+                &[counter(&a, 5), counter(&b, 2)],
+                CheckId::new(),
+                deadline(),
+            )
             .await,
         "count",
     );
     let refunded = ok(
         store
-            .refund(&[counter(&a, 3), counter(&b, 7)], deadline())
+            .refund(
+                &[counter(&a, 3), counter(&b, 7)],
+                CheckId::new(),
+                deadline(),
+            )
             .await,
         "refund",
     );
@@ -49,7 +57,11 @@ pub async fn refunds_floor_at_zero<H: Harness>(harness: &H) {
     );
     let refunded = ok(
         store
-            .refund(&[counter(&a, 3), counter(&b, 1)], deadline())
+            .refund(
+                &[counter(&a, 3), counter(&b, 1)],
+                CheckId::new(),
+                deadline(),
+            )
             .await,
         "refund",
     );
@@ -64,7 +76,12 @@ pub async fn refunds_floor_at_zero<H: Harness>(harness: &H) {
         );
     }
     assert_eq!(
-        ok(store.count(&[counter(&a, 1)], deadline()).await, "count"),
+        ok(
+            store
+                .count(&[counter(&a, 1)], CheckId::new(), deadline())
+                .await,
+            "count"
+        ),
         [1],
         "a refund left a debt"
     );
@@ -138,17 +155,27 @@ pub async fn refunding_an_absent_counter_keeps_it_absent<H: Harness>(harness: &H
     let [absent, present] = ["absent", "present"].map(|k| format!("limit:refund:{id}:{k}:1"));
     assert_eq!(
         ok(
-            store.refund(&[counter(&absent, 3)], deadline()).await,
+            store
+                .refund(&[counter(&absent, 3)], CheckId::new(), deadline())
+                .await,
             "refund"
         ),
         [0]
     );
     ok(
-        store.count(&[counter(&present, 5)], deadline()).await,
+        store
+            .count(&[counter(&present, 5)], CheckId::new(), deadline())
+            .await,
         "count",
     );
     let both = [counter(&absent, 3), counter(&present, 2)];
-    assert_eq!(ok(store.refund(&both, deadline()).await, "refund"), [0, 3]);
+    assert_eq!(
+        ok(
+            store.refund(&both, CheckId::new(), deadline()).await,
+            "refund"
+        ),
+        [0, 3]
+    );
     assert_eq!(
         ok(
             store.get(&[absent.clone(), present], deadline()).await,

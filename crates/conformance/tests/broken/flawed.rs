@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MAX_COUNT, MarkStore, Named, Reservation, StoreError,
-    async_trait,
+    CheckId, Claim, Counter, CounterStore, Deadline, MAX_COUNT, MarkStore, Named, Reservation,
+    StoreError, async_trait,
 };
 use tollgate_memory::MemoryStore;
 
@@ -50,6 +50,9 @@ pub(crate) enum Flaw {
     ReleaseDeletesOthers,
     /// Releasing does nothing.
     ReleaseNever,
+    /// Every attempt is applied, whatever its [`CheckId`]: a retry of an
+    /// applied call applies it again.
+    IdIgnored,
 }
 
 /// The memory store, broken by `flaw`. Every call holds one lock, so the
@@ -68,6 +71,15 @@ impl Flawed {
             inner,
             flaw,
             lock: Arc::default(),
+        }
+    }
+
+    /// The id the inner store is given: a fresh one when ids are ignored.
+    fn id(&self, id: CheckId) -> CheckId {
+        if self.flaw == Flaw::IdIgnored {
+            CheckId::new()
+        } else {
+            id
         }
     }
 
@@ -106,7 +118,7 @@ impl Flawed {
                 cost: count,
                 ..counter.clone()
             };
-            self.inner.count(&[again], deadline).await?;
+            self.inner.count(&[again], CheckId::new(), deadline).await?;
         }
         Ok(())
     }
@@ -126,19 +138,24 @@ impl CounterStore for Flawed {
     async fn count(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let _one = self.lock.lock().await;
         let counters = self.counters(counters);
+        let id = self.id(id);
         if self.flaw == Flaw::RenewsTtlOnIncrement {
-            let counts = self.inner.count(&counters, deadline).await?;
-            for (c, &count) in counters.iter().zip(&counts) {
-                self.set(c, count, deadline).await?;
+            let counts = self.inner.count(&counters, id, deadline).await?;
+            for c in &counters {
+                // The stored count, not the answer: a retry is answered
+                // what its first attempt applied.
+                let stored = self.get_one(&c.key, deadline).await?;
+                self.set(c, stored, deadline).await?;
             }
             return Ok(counts);
         }
         if self.flaw != Flaw::CountWraps {
-            return self.inner.count(&counters, deadline).await;
+            return self.inner.count(&counters, id, deadline).await;
         }
         let mut counts = Vec::new();
         for c in &counters {
@@ -152,31 +169,33 @@ impl CounterStore for Flawed {
     async fn reserve(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         let _one = self.lock.lock().await;
         let counters = self.counters(counters);
+        let id = self.id(id);
         match self.flaw {
             Flaw::ReserveIgnoresMax => {
-                let counts = self.inner.count(&counters, deadline).await?;
+                let counts = self.inner.count(&counters, id, deadline).await?;
                 Ok(Reservation {
                     applied: true,
                     counts,
                 })
             }
             Flaw::ReservePartial => {
-                let reply = self.inner.reserve(&counters, deadline).await?;
+                let reply = self.inner.reserve(&counters, id, deadline).await?;
                 if !reply.applied {
                     for c in &counters {
                         self.inner
-                            .reserve(std::slice::from_ref(c), deadline)
+                            .reserve(std::slice::from_ref(c), CheckId::new(), deadline)
                             .await?;
                     }
                 }
                 Ok(reply)
             }
             Flaw::RenewsTtlOnIncrement => {
-                let reply = self.inner.reserve(&counters, deadline).await?;
+                let reply = self.inner.reserve(&counters, id, deadline).await?;
                 if reply.applied {
                     for (c, &count) in counters.iter().zip(&reply.counts) {
                         self.set(c, count, deadline).await?;
@@ -184,17 +203,27 @@ impl CounterStore for Flawed {
                 }
                 Ok(reply)
             }
-            _ => self.inner.reserve(&counters, deadline).await,
+            _ => self.inner.reserve(&counters, id, deadline).await,
         }
     }
 
     async fn refund(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let _one = self.lock.lock().await;
         let counters = self.counters(counters);
+        let id = self.id(id);
+        let refund_flaws = [
+            Flaw::RefundWraps,
+            Flaw::RefundCreates,
+            Flaw::RefundRenewsTtl,
+        ];
+        if !refund_flaws.contains(&self.flaw) {
+            return self.inner.refund(&counters, id, deadline).await;
+        }
         let mut counts = Vec::new();
         for c in &counters {
             let before = self.get_one(&c.key, deadline).await?;
@@ -211,10 +240,10 @@ impl CounterStore for Flawed {
                         ..c.clone()
                     };
                     self.inner
-                        .count(std::slice::from_ref(&probe), deadline)
+                        .count(std::slice::from_ref(&probe), CheckId::new(), deadline)
                         .await?;
                     self.inner
-                        .refund(std::slice::from_ref(&probe), deadline)
+                        .refund(std::slice::from_ref(&probe), CheckId::new(), deadline)
                         .await?;
                     0
                 }
@@ -223,7 +252,7 @@ impl CounterStore for Flawed {
                     self.set(c, after, deadline).await?;
                     after
                 }
-                _ => self.inner.refund(one, deadline).await?[0],
+                _ => self.inner.refund(one, CheckId::new(), deadline).await?[0],
             };
             counts.push(after);
         }

@@ -44,6 +44,7 @@ picks!(
     FinishOverwrites,
     ReleaseDeletesOthers,
     ReleaseNever,
+    IdIgnored,
 );
 
 /// No flaw: the control.
@@ -179,6 +180,10 @@ caught! {
     release_never_fails_dropped_delivery: Clocked<ReleaseNever> => a_dropped_delivery_is_released;
     release_never_fails_released_delivery: Clocked<ReleaseNever> => released_delivery_is_first_again;
     release_never_fails_marks: Clocked<ReleaseNever> => marks_belong_to_their_token;
+    id_ignored_fails_retried_count: Clocked<IdIgnored> => a_retried_count_applies_once_and_answers_what_it_applied;
+    id_ignored_fails_retried_reservation: Clocked<IdIgnored> => a_retried_reservation_answers_as_its_first_attempt;
+    id_ignored_fails_retried_refund: Clocked<IdIgnored> => a_retried_refund_gives_back_once;
+    id_ignored_fails_lost_reply: Clocked<IdIgnored> => a_reply_lost_after_the_write_is_recognised_on_retry;
 }
 
 /// Renewing a counter's lifetime on every increment is allowed.

@@ -12,7 +12,8 @@ use crate::observe::{self, Op, Outcome};
 use crate::retry::Attempts;
 use crate::throttle::Throttle;
 use crate::{
-    Clock, Counter, CounterStore, Error, Limit, Reservation, RetryPolicy, Usage, Verdict, reply,
+    CheckId, Clock, Counter, CounterStore, Error, Limit, Reservation, RetryPolicy, StoreError,
+    Usage, Verdict, reply,
 };
 
 pub use builder::LimiterBuilder;
@@ -169,10 +170,11 @@ impl Limiter {
         if limits.is_empty() {
             return Ok(Verdict::new(Arc::default(), true));
         }
-        let now = self.clock.now().as_secs();
+        let at = self.clock.now();
+        let now = at.as_secs();
         let mut counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
         let cache = self.cache.as_deref().filter(|_| mode == Mode::Reserve);
-        if let Some(seen) = cache.and_then(|cache| cache.refusal(&counters, now)) {
+        if let Some(seen) = cache.and_then(|cache| cache.refusal(&counters, at)) {
             let reply = Reservation {
                 applied: false,
                 counts: seen,
@@ -190,11 +192,12 @@ impl Limiter {
             }
         }
         let epoch = cache.map_or(0, LocalCache::epoch);
+        let id = CheckId::new();
         let reply = match mode {
             Mode::Count => self
                 .attempts
-                .run(Op::Count, true, |deadline| {
-                    (*self.store).count(&counters, deadline)
+                .run(Op::Count, |deadline| {
+                    (*self.store).count(&counters, id, deadline)
                 })
                 .await
                 .map(|counts| Reservation {
@@ -203,8 +206,8 @@ impl Limiter {
                 }),
             Mode::Reserve => {
                 self.attempts
-                    .run(Op::Reserve, true, |deadline| {
-                        (*self.store).reserve(&counters, deadline)
+                    .run(Op::Reserve, |deadline| {
+                        (*self.store).reserve(&counters, id, deadline)
                     })
                     .await
             }
@@ -214,7 +217,7 @@ impl Limiter {
             Ok(usage) => {
                 let verdict = Verdict::new(usage, applied);
                 if let Some(cache) = cache {
-                    cache.note(epoch, verdict.usage(), !verdict.is_allowed());
+                    cache.note(epoch, verdict.usage(), !verdict.is_allowed(), at);
                 }
                 self.report(&verdict, false);
                 Ok(verdict)
@@ -224,6 +227,9 @@ impl Limiter {
                     Policy::FailOpen => Outcome::Degraded,
                     Policy::FailClosed => Outcome::Unavailable,
                 };
+                if matches!(err, StoreError::Open) {
+                    self.attempts.breaker().skipped(policy == Policy::FailOpen);
+                }
                 observe::failed(limits, outcome);
                 self.failures.apply(&Names(limits).to_string(), policy, err)
             }
@@ -259,7 +265,7 @@ impl Limiter {
             .collect();
         let counts = self
             .attempts
-            .run(Op::Get, true, |deadline| (*self.store).get(&keys, deadline))
+            .run(Op::Get, |deadline| (*self.store).get(&keys, deadline))
             .await;
         let counts = counts
             .and_then(|c| reply::same_len(limits.len(), c))
@@ -286,9 +292,7 @@ impl Limiter {
         }
         let deleted = self
             .attempts
-            .run(Op::Delete, true, |deadline| {
-                (*self.store).delete(&key, deadline)
-            })
+            .run(Op::Delete, |deadline| (*self.store).delete(&key, deadline))
             .await
             .map_err(Error::Unavailable);
         if let Some(cache) = &self.cache {

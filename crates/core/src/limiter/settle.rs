@@ -3,7 +3,7 @@
 
 use crate::observe::Op;
 use crate::store::MAX_COUNT;
-use crate::{Counter, Error, Limiter, Usage, Verdict, key, reply};
+use crate::{CheckId, Counter, Error, Limiter, Usage, Verdict, key, reply};
 
 impl Limiter {
     /// Gives back up to `units` of what `spent` spent on each limit of rule
@@ -14,8 +14,9 @@ impl Limiter {
     /// gives nothing back, and a verdict (with its clones) never gives back
     /// more than it spent, however often it is refunded or settled.
     ///
-    /// A refund is tried once, never retried: a retry whose first attempt
-    /// was applied would give back twice. Fail-closed.
+    /// A refund is one call with one [`CheckId`](crate::CheckId): a retry
+    /// whose first attempt was applied is recognised by the store, so a
+    /// refund never gives back twice. Fail-closed.
     ///
     /// # Errors
     ///
@@ -100,10 +101,11 @@ impl Limiter {
         }
         if !refunds.is_empty() {
             self.forget(&refunds);
+            let id = CheckId::new();
             let done = self
                 .attempts
-                .run(Op::Refund, false, |deadline| {
-                    (*self.store).refund(&refunds, deadline)
+                .run(Op::Refund, |deadline| {
+                    (*self.store).refund(&refunds, id, deadline)
                 })
                 .await
                 .and_then(|counts| reply::same_len(refunds.len(), counts));
@@ -113,10 +115,11 @@ impl Limiter {
             }
         }
         if !excess.is_empty() {
+            let id = CheckId::new();
             let done = self
                 .attempts
-                .run(Op::Count, true, |deadline| {
-                    (*self.store).count(&excess, deadline)
+                .run(Op::Count, |deadline| {
+                    (*self.store).count(&excess, id, deadline)
                 })
                 .await
                 .and_then(|counts| reply::same_len(excess.len(), counts));

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Deadline, Named, Store, StoreError};
+use crate::{CheckId, Deadline, Named, Store, StoreError};
 
 /// The largest count a store keeps: 2^53. Counts saturate here instead of
 /// wrapping, and every count up to it is exact in a Lua number (a double).
@@ -73,13 +73,23 @@ pub struct Reservation {
 /// which are the definition of this contract. In short:
 ///
 /// - Each method is one round trip to the store, whatever the batch size.
-/// - Each method gets the [`Deadline`] of its attempt. A store that can
-///   tell applies nothing once the deadline (plus
-///   [`Deadline::SKEW_MARGIN`]) has passed, and answers
-///   [`StoreError::Timeout`] if anyone still listens. A store keeps no timer
-///   of its own for a call: the [`Limiter`](crate::Limiter) bounds each
-///   attempt, and whatever a store must bound beyond one attempt (a
-///   connection being made, a give-back) it bounds by the deadline's
+/// - [`count`](CounterStore::count), [`reserve`](CounterStore::reserve)
+///   and [`refund`](CounterStore::refund) get the [`CheckId`] of their
+///   call, the same for every attempt of it. A store records what it
+///   applied under the id for the deadline's
+///   [`check_budget`](Deadline::check_budget) (plus
+///   [`Deadline::SKEW_MARGIN`]), in the same atomic step as the write; an
+///   attempt whose id it finds recorded applies nothing and answers what
+///   was recorded (the counts, or the refusal). So an attempt applied
+///   whose reply was lost is never applied again by its retry.
+/// - Each method gets the [`Deadline`] of its call's check, the same for
+///   every attempt. A store that can tell applies nothing once the
+///   deadline (plus [`Deadline::SKEW_MARGIN`]) has passed, and answers
+///   [`StoreError::Timeout`] if anyone still listens; it may still answer
+///   a retry of a call it applied with its record. A store keeps no timer
+///   of its own for a call: the [`Limiter`](crate::Limiter) bounds the
+///   check, and whatever a store must bound beyond one call (a connection
+///   being made, a give-back) it bounds by the deadline's
 ///   [`check_budget`](Deadline::check_budget).
 /// - A counter that exists always has a lifetime: it lives at least until
 ///   `ttl` after its first increment in its window (the core gives a `ttl`
@@ -119,14 +129,19 @@ pub trait CounterStore: Named {
 
     /// Adds each counter's cost ([`Counter::added_to`]) and returns the new
     /// counts, in order.
-    async fn count(&self, counters: &[Counter], deadline: Deadline)
-    -> Result<Vec<u64>, StoreError>;
+    async fn count(
+        &self,
+        counters: &[Counter],
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError>;
 
     /// Adds every counter's cost if each [`fits`](Counter::fits), otherwise
     /// adds none; atomic across the batch.
     async fn reserve(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Reservation, StoreError>;
 
@@ -136,6 +151,7 @@ pub trait CounterStore: Named {
     async fn refund(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError>;
 
@@ -155,14 +171,14 @@ macro_rules! forward {
             fn into_shared(self) -> Arc<dyn CounterStore> {
                 ($shared)(self)
             }
-            async fn count(&self, counters: &[Counter], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
-                (**self).count(counters, deadline).await
+            async fn count(&self, counters: &[Counter], id: CheckId, deadline: Deadline) -> Result<Vec<u64>, StoreError> {
+                (**self).count(counters, id, deadline).await
             }
-            async fn reserve(&self, counters: &[Counter], deadline: Deadline) -> Result<Reservation, StoreError> {
-                (**self).reserve(counters, deadline).await
+            async fn reserve(&self, counters: &[Counter], id: CheckId, deadline: Deadline) -> Result<Reservation, StoreError> {
+                (**self).reserve(counters, id, deadline).await
             }
-            async fn refund(&self, counters: &[Counter], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
-                (**self).refund(counters, deadline).await
+            async fn refund(&self, counters: &[Counter], id: CheckId, deadline: Deadline) -> Result<Vec<u64>, StoreError> {
+                (**self).refund(counters, id, deadline).await
             }
             async fn get(&self, keys: &[String], deadline: Deadline) -> Result<Vec<u64>, StoreError> {
                 (**self).get(keys, deadline).await
@@ -203,13 +219,28 @@ mod tests {
 
     #[async_trait]
     impl CounterStore for Down {
-        async fn count(&self, _: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
+        async fn count(
+            &self,
+            _: &[Counter],
+            _: CheckId,
+            _: Deadline,
+        ) -> Result<Vec<u64>, StoreError> {
             Err(StoreError::Backend("down".into()))
         }
-        async fn reserve(&self, _: &[Counter], _: Deadline) -> Result<Reservation, StoreError> {
+        async fn reserve(
+            &self,
+            _: &[Counter],
+            _: CheckId,
+            _: Deadline,
+        ) -> Result<Reservation, StoreError> {
             Err(StoreError::Backend("down".into()))
         }
-        async fn refund(&self, _: &[Counter], _: Deadline) -> Result<Vec<u64>, StoreError> {
+        async fn refund(
+            &self,
+            _: &[Counter],
+            _: CheckId,
+            _: Deadline,
+        ) -> Result<Vec<u64>, StoreError> {
             Err(StoreError::Backend("down".into()))
         }
         async fn get(&self, _: &[String], _: Deadline) -> Result<Vec<u64>, StoreError> {

@@ -9,6 +9,7 @@
 //! conformance suite (`tollgate-conformance`), which is the definition of
 //! the contract.
 
+mod check_id;
 mod counters;
 mod marks;
 mod prefixed;
@@ -16,6 +17,7 @@ mod prefixed;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+pub use check_id::CheckId;
 pub use counters::{Counter, CounterStore, MAX_COUNT, Reservation};
 pub use marks::{Claim, MARK_DONE, MarkStore};
 pub use prefixed::Prefixed;

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError};
+use crate::{
+    CheckId, Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError,
+};
 
 /// A store that writes `prefix` before every key, counters and marks alike,
 /// of the store it wraps: several applications or environments share one
@@ -74,16 +76,26 @@ impl<S: Named> Named for Prefixed<S> {
 
 #[async_trait]
 impl<S: CounterStore> CounterStore for Prefixed<S> {
-    async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.store.count(&self.counters(c), d).await
+    async fn count(&self, c: &[Counter], id: CheckId, d: Deadline) -> Result<Vec<u64>, StoreError> {
+        self.store.count(&self.counters(c), id, d).await
     }
 
-    async fn reserve(&self, c: &[Counter], d: Deadline) -> Result<Reservation, StoreError> {
-        self.store.reserve(&self.counters(c), d).await
+    async fn reserve(
+        &self,
+        c: &[Counter],
+        id: CheckId,
+        d: Deadline,
+    ) -> Result<Reservation, StoreError> {
+        self.store.reserve(&self.counters(c), id, d).await
     }
 
-    async fn refund(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.store.refund(&self.counters(c), d).await
+    async fn refund(
+        &self,
+        c: &[Counter],
+        id: CheckId,
+        d: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        self.store.refund(&self.counters(c), id, d).await
     }
 
     async fn get(&self, keys: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {

@@ -22,6 +22,10 @@ pub enum Fault {
     Permanent,
     /// Never answers (a frozen store).
     Hang,
+    /// Passes the next call to the wrapped store, which applies it, then
+    /// fails it with a transient connection error, as a connection broken
+    /// after the write would; the calls after it pass.
+    LoseReply,
 }
 
 /// Wraps a real store and fails on demand; counts the calls it receives,
@@ -82,6 +86,18 @@ impl Hook for Faults {
                 tokio::time::sleep(Duration::from_secs(3_600)).await;
                 Err(StoreError::Timeout(Duration::from_secs(3_600)))
             }
+            Fault::LoseReply => Ok(()),
         }
+    }
+
+    async fn after(&self, _: Op, _: Option<&StoreError>) -> Result<(), StoreError> {
+        let mut fault = self.fault.lock().unwrap_or_else(|p| p.into_inner());
+        if *fault != Fault::LoseReply {
+            return Ok(());
+        }
+        *fault = Fault::None;
+        Err(StoreError::Connection(
+            "connection broken after the write (injected)".into(),
+        ))
     }
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::observe::Op;
-use crate::{Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError};
+use crate::{
+    CheckId, Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError,
+};
 
 /// What a [`Hooked`] store does around each call; both steps do nothing
 /// unless a hook says otherwise.
@@ -18,8 +20,12 @@ pub trait Hook: Debug + Send + Sync + 'static {
         Ok(())
     }
 
-    /// Once the store answered `call`, with `error` when it failed.
-    async fn after(&self, _call: Op, _error: Option<&StoreError>) {}
+    /// Once the store answered `call`, with `error` when it failed. An
+    /// error answers the call instead of the store's answer: the store
+    /// applied the call, and its reply was lost.
+    async fn after(&self, _call: Op, _error: Option<&StoreError>) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -28,8 +34,8 @@ impl<H: Hook> Hook for std::sync::Arc<H> {
         (**self).before(call).await
     }
 
-    async fn after(&self, call: Op, error: Option<&StoreError>) {
-        (**self).after(call, error).await;
+    async fn after(&self, call: Op, error: Option<&StoreError>) -> Result<(), StoreError> {
+        (**self).after(call, error).await
     }
 }
 
@@ -62,7 +68,7 @@ impl<S, H> Hooked<S, H> {
     {
         self.hook.before(call).await?;
         let result = answer(&self.store).await;
-        self.hook.after(call, result.as_ref().err()).await;
+        self.hook.after(call, result.as_ref().err()).await?;
         result
     }
 }
@@ -75,16 +81,26 @@ impl<S: Named, H: Hook> Named for Hooked<S, H> {
 
 #[async_trait]
 impl<S: CounterStore, H: Hook> CounterStore for Hooked<S, H> {
-    async fn count(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.run(Op::Count, |s| s.count(c, d)).await
+    async fn count(&self, c: &[Counter], id: CheckId, d: Deadline) -> Result<Vec<u64>, StoreError> {
+        self.run(Op::Count, |s| s.count(c, id, d)).await
     }
 
-    async fn reserve(&self, c: &[Counter], d: Deadline) -> Result<Reservation, StoreError> {
-        self.run(Op::Reserve, |s| s.reserve(c, d)).await
+    async fn reserve(
+        &self,
+        c: &[Counter],
+        id: CheckId,
+        d: Deadline,
+    ) -> Result<Reservation, StoreError> {
+        self.run(Op::Reserve, |s| s.reserve(c, id, d)).await
     }
 
-    async fn refund(&self, c: &[Counter], d: Deadline) -> Result<Vec<u64>, StoreError> {
-        self.run(Op::Refund, |s| s.refund(c, d)).await
+    async fn refund(
+        &self,
+        c: &[Counter],
+        id: CheckId,
+        d: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        self.run(Op::Refund, |s| s.refund(c, id, d)).await
     }
 
     async fn get(&self, k: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {

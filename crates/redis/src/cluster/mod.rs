@@ -79,6 +79,7 @@ impl RedisClusterStore {
     /// without the `tls` feature.
     pub fn open(url: &str) -> Result<RedisClusterStore, Error> {
         let seeds = url::seeds(url)?;
+        slots::find_tags();
         let link = ClusterLink::new(&seeds.urls).map_err(|err| {
             Error::InvalidUrl(format!("the cluster URL cannot be used: {:?}", err.kind()))
         })?;

@@ -4,11 +4,14 @@
 use std::future::Future;
 
 use futures_util::future::join_all;
-use tollgate_core::{Counter, CounterStore, Deadline, Named, Reservation, StoreError, async_trait};
+use tollgate_core::{
+    CheckId, Counter, CounterStore, Deadline, Named, Reservation, StoreError, async_trait,
+};
 
 use super::slots::{self, Group};
 use super::{Cluster, RedisClusterStore, Target};
-use crate::ops;
+use crate::record::Record;
+use crate::{failure, ops};
 
 impl Cluster {
     /// `counters` grouped by the slot of their keys.
@@ -21,40 +24,93 @@ impl Cluster {
         group.members.iter().filter_map(|&i| counters.get(i))
     }
 
-    /// [`ops::count`] on one group.
+    /// The record of the call `id` on `group`, in the group's slot.
+    fn record(group: &Group, id: CheckId, deadline: Deadline) -> Record {
+        Record::tagged(&slots::tag(group.slot), id, deadline)
+    }
+
+    /// [`ops::count`] of the call `id` on one group. While the group's slot
+    /// migrates, its counters on one node and the new record on neither,
+    /// the call is refused (`TRYAGAIN`) and sent again without a record.
     async fn count_group(
         &self,
         counters: &[Counter],
         group: &Group,
-        deadline: Deadline,
-    ) -> Result<Vec<u64>, StoreError> {
-        let members = Cluster::members(counters, group);
-        ops::count(self, members, &mut Target::Slot(group.slot), deadline).await
-    }
-
-    /// [`ops::reserve`] on one group.
-    pub(super) async fn reserve_group(
-        &self,
-        counters: &[Counter],
-        group: &Group,
-        deadline: Deadline,
-    ) -> Result<Reservation, StoreError> {
-        let members = Cluster::members(counters, group);
-        ops::reserve(self, members, &mut Target::Slot(group.slot), deadline).await
-    }
-
-    /// [`ops::refund`] (or, `giving_back` a reservation, the give-back
-    /// script) on one group.
-    pub(super) async fn refund_group(
-        &self,
-        counters: &[Counter],
-        group: &Group,
-        giving_back: bool,
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let members = Cluster::members(counters, group);
         let target = &mut Target::Slot(group.slot);
-        ops::refund(self, members, giving_back, target, deadline).await
+        let record = Cluster::record(group, id, deadline);
+        match ops::count(self, members.clone(), &record, target, deadline).await {
+            Err(err) if failure::is_try_again(&err) => {
+                ops::count(self, members, &Record::none(), target, deadline).await
+            }
+            result => result,
+        }
+    }
+
+    /// [`ops::reserve`] of the call `id` on one group (sent again without
+    /// a record while the slot migrates, as [`count_group`](Cluster::count_group)),
+    /// and whether it was recorded.
+    pub(super) async fn reserve_group(
+        &self,
+        counters: &[Counter],
+        group: &Group,
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<(Reservation, bool), StoreError> {
+        let members = Cluster::members(counters, group);
+        let target = &mut Target::Slot(group.slot);
+        let record = Cluster::record(group, id, deadline);
+        match ops::reserve(self, members.clone(), &record, target, deadline).await {
+            Err(err) if failure::is_try_again(&err) => {
+                let none = Record::none();
+                let reservation = ops::reserve(self, members, &none, target, deadline).await?;
+                Ok((reservation, false))
+            }
+            result => Ok((result?, true)),
+        }
+    }
+
+    /// [`ops::refund`] of the call `id` on one group (sent again without a
+    /// record while the slot migrates).
+    async fn refund_group(
+        &self,
+        counters: &[Counter],
+        group: &Group,
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let members = Cluster::members(counters, group);
+        let target = &mut Target::Slot(group.slot);
+        let record = Cluster::record(group, id, deadline);
+        match ops::refund(self, members.clone(), (&record, false), target, deadline).await {
+            Err(err) if failure::is_try_again(&err) => {
+                let unrecorded = (&Record::none(), false);
+                ops::refund(self, members, unrecorded, target, deadline).await
+            }
+            result => result,
+        }
+    }
+
+    /// The give-back on one group of the reservation `id`, which was
+    /// `recorded` there or not.
+    pub(super) async fn give_back_group(
+        &self,
+        counters: &[Counter],
+        group: &Group,
+        (id, recorded): (CheckId, bool),
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let members = Cluster::members(counters, group);
+        let target = &mut Target::Slot(group.slot);
+        let record = if recorded {
+            Cluster::record(group, id, deadline)
+        } else {
+            Record::none()
+        };
+        ops::refund(self, members, (&record, true), target, deadline).await
     }
 
     /// [`ops::get`] of one group's keys.
@@ -115,6 +171,7 @@ impl CounterStore for RedisClusterStore {
     async fn count(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         if counters.is_empty() {
@@ -122,7 +179,7 @@ impl CounterStore for RedisClusterStore {
         }
         let groups = Cluster::groups(counters);
         per_slot(&groups, counters.len(), |group| {
-            self.cluster.count_group(counters, group, deadline)
+            self.cluster.count_group(counters, group, id, deadline)
         })
         .await
     }
@@ -133,6 +190,7 @@ impl CounterStore for RedisClusterStore {
     async fn reserve(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         if counters.is_empty() {
@@ -141,7 +199,7 @@ impl CounterStore for RedisClusterStore {
                 counts: Vec::new(),
             });
         }
-        self.reserve_across(counters, deadline).await
+        self.reserve_across(counters, id, deadline).await
     }
 
     /// Per slot, one `EVALSHA` of [`REFUND`](crate::scripts::REFUND); all
@@ -149,6 +207,7 @@ impl CounterStore for RedisClusterStore {
     async fn refund(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         if counters.is_empty() {
@@ -156,7 +215,7 @@ impl CounterStore for RedisClusterStore {
         }
         let groups = Cluster::groups(counters);
         per_slot(&groups, counters.len(), |group| {
-            self.cluster.refund_group(counters, group, false, deadline)
+            self.cluster.refund_group(counters, group, id, deadline)
         })
         .await
     }

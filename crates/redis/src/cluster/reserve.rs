@@ -20,7 +20,7 @@
 //!   direction) until their window ends.
 
 use futures_util::future::join_all;
-use tollgate_core::{Counter, Deadline, Reservation, StoreError};
+use tollgate_core::{CheckId, Counter, Deadline, Reservation, StoreError};
 
 use super::slots::{Group, scatter};
 use super::{Cluster, RedisClusterStore};
@@ -31,14 +31,15 @@ impl RedisClusterStore {
     pub(super) async fn reserve_across(
         &self,
         counters: &[Counter],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         let groups = Cluster::groups(counters);
         if let [group] = groups.as_slice() {
             // One slot: the script is atomic across the whole batch.
-            let reservation = self
+            let (reservation, _) = self
                 .cluster
-                .reserve_group(counters, group, deadline)
+                .reserve_group(counters, group, id, deadline)
                 .await?;
             let mut counts = vec![0; counters.len()];
             scatter(&mut counts, group, &reservation.counts)?;
@@ -52,7 +53,9 @@ impl RedisClusterStore {
         let store = self.clone();
         let counters = counters.to_vec();
         let task =
-            tokio::spawn(async move { store.reserve_slots(&counters, &groups, deadline).await });
+            tokio::spawn(
+                async move { store.reserve_slots(&counters, &groups, id, deadline).await },
+            );
         task.await.unwrap_or_else(|_| {
             Err(StoreError::Backend(
                 "a cross-slot reservation task ended early".into(),
@@ -64,12 +67,13 @@ impl RedisClusterStore {
         &self,
         counters: &[Counter],
         groups: &[Group],
+        id: CheckId,
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         let replies = join_all(
             groups
                 .iter()
-                .map(|group| self.cluster.reserve_group(counters, group, deadline)),
+                .map(|group| self.cluster.reserve_group(counters, group, id, deadline)),
         )
         .await;
         let mut counts = vec![0; counters.len()];
@@ -78,9 +82,9 @@ impl RedisClusterStore {
         let mut failure = None;
         for (group, reply) in groups.iter().zip(replies) {
             match reply {
-                Ok(reservation) => {
+                Ok((reservation, recorded)) => {
                     if reservation.applied {
-                        taken.push(group);
+                        taken.push((group, recorded));
                     } else {
                         refused = true;
                     }
@@ -100,7 +104,8 @@ impl RedisClusterStore {
                 counts,
             });
         }
-        self.give_back(counters, &taken, &mut counts, give_back_deadline(deadline))
+        let give_back = (id, give_back_deadline(deadline));
+        self.give_back(counters, &taken, &mut counts, give_back)
             .await;
         match failure {
             Some(err) => Err(err),
@@ -117,20 +122,19 @@ impl RedisClusterStore {
     async fn give_back(
         &self,
         counters: &[Counter],
-        taken: &[&Group],
+        taken: &[(&Group, bool)],
         counts: &mut [u64],
-        deadline: Deadline,
+        (id, deadline): (CheckId, Deadline),
     ) {
         if taken.is_empty() {
             return;
         }
-        let replies = join_all(
-            taken
-                .iter()
-                .map(|group| self.cluster.refund_group(counters, group, true, deadline)),
-        )
+        let replies = join_all(taken.iter().map(|&(group, recorded)| {
+            self.cluster
+                .give_back_group(counters, group, (id, recorded), deadline)
+        }))
         .await;
-        for (group, reply) in taken.iter().zip(replies) {
+        for (&(group, _), reply) in taken.iter().zip(replies) {
             if let Err(err) = reply.and_then(|after| scatter(counts, group, &after)) {
                 tracing::warn!(
                     slot = ?group.slot,

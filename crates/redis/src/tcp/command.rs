@@ -146,8 +146,12 @@ mod tests {
             cost: 42,
             max: 50,
         }];
-        let mut cmd = evalsha(script, Counters::Refund.size(counters.iter()));
-        Counters::Refund.write(&mut cmd, &counters, 7);
+        let record = crate::record::Record {
+            key: "r".into(),
+            lifetime_ms: 9,
+        };
+        let mut cmd = evalsha(script, Counters::Refund.size(counters.iter(), &record));
+        Counters::Refund.write(&mut cmd, &counters, 7, &record);
         let eval = as_eval(&cmd, script.code);
         let sent = args(&cmd);
         let resent = args(&eval);
@@ -156,6 +160,6 @@ mod tests {
         assert_eq!(resent[0], b"EVAL");
         assert_eq!(resent[1], script.code.as_bytes());
         assert_eq!(sent[2..], resent[2..]);
-        assert_eq!(resent[2..], [&b"1"[..], b"a:1", b"7", b"42"]);
+        assert_eq!(resent[2..], [&b"2"[..], b"a:1", b"r", b"7", b"42", b"9"]);
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tollgate_core::{
-    Claim, Counter, CounterStore, Deadline, MAX_COUNT, MarkStore, StoreError, async_trait,
+    CheckId, Claim, Counter, CounterStore, Deadline, MAX_COUNT, MarkStore, StoreError, async_trait,
 };
 
 use super::UpstashStore;
@@ -71,8 +71,9 @@ fn deadline() -> Deadline {
 async fn a_count_is_one_evalsha_with_the_deadline_first() {
     let (store, fake) = store(&[(200, r#"{"result":[3,1]}"#)]);
     let deadline = deadline();
+    let id = CheckId::from_u128(7);
     let counts = store
-        .count(&[counter("a", 2, 9), counter("b", 1, 9)], deadline)
+        .count(&[counter("a", 2, 9), counter("b", 1, 9)], id, deadline)
         .await
         .unwrap();
     assert_eq!(counts, vec![3, 1]);
@@ -83,7 +84,18 @@ async fn a_count_is_one_evalsha_with_the_deadline_first() {
     assert_eq!(
         sent[0],
         json!([
-            "EVALSHA", sha, "2", "a", "b", cutoff, "60000", "2", "60000", "1"
+            "EVALSHA",
+            sha,
+            "3",
+            "a",
+            "b",
+            format!("limit:#{id}"),
+            cutoff,
+            "60000",
+            "2",
+            "60000",
+            "1",
+            "2080"
         ])
     );
 }
@@ -98,7 +110,7 @@ async fn noscript_is_answered_by_one_eval_of_the_text_in_the_same_call() {
         (200, r#"{"result":[1,1]}"#),
     ]);
     let reserved = store
-        .reserve(&[counter("a", 1, 5)], deadline())
+        .reserve(&[counter("a", 1, 5)], CheckId::new(), deadline())
         .await
         .unwrap();
     assert!(reserved.applied);
@@ -121,7 +133,7 @@ async fn a_second_noscript_is_an_error_not_a_loop() {
     let noscript = r#"{"error":"NOSCRIPT No matching script."}"#;
     let (store, fake) = store(&[(400, noscript), (400, noscript), (400, noscript)]);
     let err = store
-        .count(&[counter("a", 1, 5)], deadline())
+        .count(&[counter("a", 1, 5)], CheckId::new(), deadline())
         .await
         .unwrap_err();
     assert_eq!(err.kind(), "backend");
@@ -132,14 +144,14 @@ async fn a_second_noscript_is_an_error_not_a_loop() {
 async fn a_deadline_reply_is_a_timeout_and_a_passed_deadline_sends_nothing() {
     let (store, fake) = store(&[(200, r#"{"result":"DEADLINE"}"#)]);
     let err = store
-        .count(&[counter("a", 1, 5)], deadline())
+        .count(&[counter("a", 1, 5)], CheckId::new(), deadline())
         .await
         .unwrap_err();
     assert_eq!(err.kind(), "timeout");
     let passed = Deadline::after(Duration::ZERO);
     for err in [
         store
-            .count(&[counter("a", 1, 5)], passed)
+            .count(&[counter("a", 1, 5)], CheckId::new(), passed)
             .await
             .unwrap_err(),
         store.get(&["a".into()], passed).await.unwrap_err(),
@@ -165,8 +177,9 @@ async fn every_operation_reads_its_reply() {
         store.get(&["a".into(), "b".into()], d).await.unwrap(),
         vec![0, 7]
     );
+    let id = CheckId::from_u128(9);
     assert_eq!(
-        store.refund(&[counter("a", 3, 5)], d).await.unwrap(),
+        store.refund(&[counter("a", 3, 5)], id, d).await.unwrap(),
         vec![0]
     );
     assert!(store.delete("a", d).await.unwrap());
@@ -179,7 +192,9 @@ async fn every_operation_reads_its_reply() {
     let cutoff = d.cutoff_unix_millis().to_string();
     assert_eq!(
         sent[1].as_array().unwrap()[2..],
-        json!(["1", "a", cutoff, "3"]).as_array().unwrap()[..]
+        json!(["2", "a", format!("limit:#{id}"), cutoff, "3", "2080"])
+            .as_array()
+            .unwrap()[..]
     );
     assert_eq!(
         sent[3].as_array().unwrap()[2..],
@@ -202,9 +217,21 @@ async fn every_operation_reads_its_reply() {
 async fn empty_batches_send_nothing() {
     let (store, fake) = store(&[]);
     let d = deadline();
-    assert!(store.count(&[], d).await.unwrap().is_empty());
-    assert!(store.reserve(&[], d).await.unwrap().applied);
-    assert!(store.refund(&[], d).await.unwrap().is_empty());
+    assert!(
+        store
+            .count(&[], CheckId::new(), d)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.reserve(&[], CheckId::new(), d).await.unwrap().applied);
+    assert!(
+        store
+            .refund(&[], CheckId::new(), d)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(store.get(&[], d).await.unwrap().is_empty());
     assert!(requests(&fake).is_empty());
 }
@@ -245,7 +272,7 @@ async fn bad_answers_are_typed_errors_never_counts() {
     for (status, body, kind) in cases {
         let (store, _) = store(&[(*status, body)]);
         let err = store
-            .count(&[counter("a", 1, 5)], deadline())
+            .count(&[counter("a", 1, 5)], CheckId::new(), deadline())
             .await
             .unwrap_err();
         assert_eq!(err.kind(), *kind, "{status} {body}");

@@ -150,9 +150,10 @@ pub type Counting<S> = Hooked<S, Arc<Failures>>;
 
 #[async_trait]
 impl Hook for Failures {
-    async fn after(&self, _: Op, error: Option<&StoreError>) {
+    async fn after(&self, _: Op, error: Option<&StoreError>) -> Result<(), StoreError> {
         if let Some(err) = error {
             self.note(err);
         }
+        Ok(())
     }
 }

@@ -64,6 +64,22 @@ pub async fn assert_held_within_the_short_bound(frozen: &frozen::Frozen, what: &
     }
 }
 
+/// Waits until a check of `limits` on `limiter` reaches the store again
+/// (at most a second: the breaker, open after an outage, lets a probe
+/// through every 200 ms), and says how long it took.
+pub async fn until_answered(limiter: &Limiter, limits: &[Limit], situation: &str) {
+    let started = std::time::Instant::now();
+    while let Err(Error::Unavailable(_)) = limiter.count(limits).await {
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{situation}: the store is still skipped after {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!("{situation}: answered after {:?}", started.elapsed());
+}
+
 /// `n` limits of one check, on keys no other test uses, with rule names
 /// of their own (so the core's once-a-second fail-open log line is not
 /// suppressed by another test's).

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -27,6 +28,10 @@ struct Shared {
     accepted: AtomicU64,
     /// Connections numbered below this forward nothing any more.
     silent_below: AtomicU64,
+    /// How long each reply is held back, in ms.
+    reply_delay_ms: AtomicU64,
+    /// Whether the next reply closes its connection instead of arriving.
+    break_next_reply: AtomicBool,
 }
 
 impl Relay {
@@ -88,6 +93,18 @@ impl Relay {
         self.shared.accepted.load(Ordering::SeqCst)
     }
 
+    /// Holds every reply back `delay` before forwarding it.
+    pub fn delay_replies(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.shared.reply_delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// The next reply is not forwarded: its connection is closed instead,
+    /// after the server applied the request.
+    pub fn break_next_reply(&self) {
+        self.shared.break_next_reply.store(true, Ordering::SeqCst);
+    }
+
     /// Every connection open now stops forwarding, without closing: what a
     /// client sees of a host that vanished. New connections work.
     pub fn silence_open_connections(&self) {
@@ -126,6 +143,14 @@ impl Pipe {
                     self.state.turns.fetch_add(1, Ordering::SeqCst);
                 }
             } else {
+                if self.state.break_next_reply.swap(false, Ordering::SeqCst) {
+                    // Dropping both halves closes the client's connection.
+                    return;
+                }
+                let delay = self.state.reply_delay_ms.load(Ordering::SeqCst);
+                if delay > 0 {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
                 self.awaiting.store(false, Ordering::SeqCst);
             }
             if to.write_all(&buf[..n]).await.is_err() {
