@@ -42,9 +42,10 @@ impl Target {
     }
 }
 
-/// How the CLI bounds a store call: 300 ms per attempt (a request path's
-/// 50 ms is tight for a process that has just opened its store on a busy
-/// machine), 2 retries 100 ms apart: 1.1 s at worst.
+/// How the CLI bounds a store call: 300 ms for each attempt in the budget
+/// (a request path's 50 ms is tight for a process that has just opened its
+/// store on a busy machine), failures retried twice 100 ms apart: a 1.1 s
+/// budget.
 pub(crate) const RETRY: RetryPolicy = RetryPolicy {
     retries: 2,
     delay: Duration::from_millis(100),
