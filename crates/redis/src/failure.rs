@@ -46,6 +46,7 @@ pub(crate) fn is_noscript(text: &str) -> bool {
 /// Whether a call failed with `TRYAGAIN`: Redis Cluster refused it
 /// unapplied, because some of its keys are on a node its slot is
 /// migrating to and others are not.
+#[cfg(feature = "tcp")]
 pub(crate) fn is_try_again(err: &StoreError) -> bool {
     matches!(err, StoreError::Busy(source) if source.to_string().starts_with("TRYAGAIN"))
 }
