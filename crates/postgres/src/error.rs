@@ -142,9 +142,9 @@ pub(crate) fn from_pg(err: tokio_postgres::Error, started: Instant) -> StoreErro
 /// A failure to get a connection from the pool within the call's deadline.
 pub(crate) fn from_pool(err: PoolError, started: Instant) -> StoreError {
     match err {
-        PoolError::Timeout(TimeoutType::Wait) => StoreError::Busy(
-            "every connection of the pool is in use until the call's deadline".into(),
-        ),
+        // Every connection was still busy at the call's deadline: no
+        // answer by then, as for a statement still running (a frozen
+        // server holds them all), so the limiter's breaker counts it.
         PoolError::Timeout(_) => StoreError::Timeout(started.elapsed()),
         PoolError::Backend(e) => match from_pg(e, started) {
             StoreError::Backend(source) => StoreError::Connection(source),
@@ -182,11 +182,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pool_waits_are_busy_and_creation_timeouts_are_timeouts() {
+    fn pool_waits_and_creation_timeouts_are_timeouts() {
         let now = Instant::now();
         assert_eq!(
             from_pool(PoolError::Timeout(TimeoutType::Wait), now).kind(),
-            "busy"
+            "timeout"
         );
         assert_eq!(
             from_pool(PoolError::Timeout(TimeoutType::Create), now).kind(),

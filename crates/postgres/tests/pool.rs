@@ -23,10 +23,11 @@ fn long() -> Deadline {
 }
 
 /// A pool of one connection, held by a call waiting on a row lock: another
-/// call waits for the pool only until its deadline and fails as busy; once
+/// call waits for the pool only until its deadline and fails as a timeout
+/// (no answer by its deadline, which the limiter's breaker counts); once
 /// the lock is released, both the held call and new calls succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_exhausted_pool_fails_busy_within_the_deadline_and_recovers() {
+async fn an_exhausted_pool_times_out_at_the_deadline_and_recovers() {
     let url = support::server().url();
     let schema = support::unique_schema();
     let store = PostgresStore::open_with(
@@ -65,7 +66,7 @@ async fn an_exhausted_pool_fails_busy_within_the_deadline_and_recovers() {
         .await;
     let took = started.elapsed();
     match result {
-        Err(err @ StoreError::Busy(_)) => assert!(err.is_transient()),
+        Err(err @ StoreError::Timeout(_)) => assert!(err.is_transient()),
         other => panic!("a call on an exhausted pool answered {other:?}"),
     }
     assert!(
