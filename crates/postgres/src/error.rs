@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use deadpool_postgres::{PoolError, TimeoutType};
+use deadpool_postgres::PoolError;
 use tokio_postgres::error::SqlState;
 use tollgate_core::{BoxError, StoreError};
 
@@ -179,6 +179,8 @@ impl std::error::Error for Message {}
 
 #[cfg(test)]
 mod tests {
+    use deadpool_postgres::TimeoutType;
+
     use super::*;
 
     #[test]
