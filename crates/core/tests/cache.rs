@@ -489,3 +489,70 @@ fn only_the_rules_that_were_over_count_as_limited() {
     .collect();
     assert_eq!(found, expected);
 }
+
+#[test]
+fn the_breaker_reports_its_state_its_transitions_and_the_checks_it_answered() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let store = Arc::new(Faulty::new(MemoryStore::new()));
+            let retry = RetryPolicy {
+                retries: 0,
+                delay: Duration::from_millis(1),
+                timeout: Duration::from_millis(50),
+            };
+            let limiter = Limiter::builder(store.clone()).retry(retry).build();
+            let limits = [rule("b", 10, Window::DAY).limit(&["a"]).unwrap()];
+            store.set(tollgate_core::Fault::Transient);
+            // Six failures over 500 ms open it.
+            for _ in 0..6 {
+                assert!(limiter.count(&limits).await.is_err());
+                tokio::time::advance(Duration::from_millis(100)).await;
+            }
+            let calls = store.calls();
+            let skipped = limiter.count(&limits).await;
+            assert!(
+                matches!(&skipped, Err(e) if e.to_string().contains("unavailable")),
+                "{skipped:?}"
+            );
+            assert!(limiter.within(&limits).await.is_degraded());
+            assert_eq!(store.calls(), calls, "the store was called while open");
+            store.set(tollgate_core::Fault::None);
+            tokio::time::advance(Duration::from_millis(200)).await;
+            assert!(limiter.count(&limits).await.is_ok(), "the probe failed");
+        });
+    });
+    let mut seen = Vec::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        let value = match value {
+            DebugValue::Counter(n) => n as f64,
+            DebugValue::Gauge(g) => g.into_inner(),
+            DebugValue::Histogram(_) => continue,
+        };
+        if key.name().starts_with("tollgate_breaker") {
+            seen.push(format!("{} {} {value}", key.name(), labels.join(",")));
+        }
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "tollgate_breaker_answered_total store=memory,outcome=degraded 1",
+            "tollgate_breaker_answered_total store=memory,outcome=unavailable 1",
+            "tollgate_breaker_open store=memory 0",
+            "tollgate_breaker_transitions_total store=memory,to=closed 1",
+            "tollgate_breaker_transitions_total store=memory,to=open 1",
+        ]
+    );
+}

@@ -222,3 +222,32 @@ async fn retry_stops_after_three_attempts() {
     store.set(Fault::None);
     assert!(ok(limiter.count(&limits).await, "count").is_allowed());
 }
+
+/// A refund is retried with its call's id: applied by the store, its reply
+/// lost, the retry is recognised, and the cost goes back once.
+#[tokio::test(start_paused = true)]
+async fn a_refund_whose_reply_was_lost_gives_back_once() {
+    let store = Arc::new(Faulty::new(MemoryStore::new()));
+    let limiter = Limiter::builder(store.clone()).clock(clock()).build();
+    let spend = limit("refund-lost", 100);
+    let five = ok(spend.clone().with_cost(5), "cost");
+    let spent = ok(limiter.reserve(&[five]).await, "reserve");
+    let three = ok(spend.clone().with_cost(3), "cost");
+    ok(limiter.count(&[three]).await, "count");
+    store.set(Fault::LoseReply);
+    let calls = store.calls();
+    ok(
+        limiter.refund(&spent, spend.rule().name(), 5).await,
+        "refund",
+    );
+    assert_eq!(store.calls() - calls, 2, "the lost refund was not retried");
+    let left = ok(
+        limiter.remaining(std::slice::from_ref(&spend)).await,
+        "remaining",
+    );
+    assert_eq!(
+        left[0].remaining(),
+        97,
+        "the refund was not given back exactly once"
+    );
+}

@@ -47,7 +47,7 @@ impl Record {
     /// The record of the call `id` in the hash slot of `tag` (Redis
     /// Cluster runs a script on the keys of one slot).
     #[cfg(feature = "tcp")]
-    pub(crate) fn tagged(tag: &str, id: CheckId, deadline: Deadline) -> Record {
+    pub(crate) fn tagged(tag: u32, id: CheckId, deadline: Deadline) -> Record {
         Record {
             key: format!("{RECORD_PREFIX}{{{tag}}}{id}"),
             lifetime_ms: lifetime_ms(deadline),

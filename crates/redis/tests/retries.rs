@@ -158,66 +158,60 @@ fn short() -> RetryPolicy {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_breaker_opens_on_a_killed_server_and_closes_when_it_is_back() {
-    let mut server = RedisServer::start();
-    server.require_private("kill");
-    let store = RedisStore::open(&server.url()).unwrap();
+/// A limiter over `store` under [`short`] and the default breaker: allowed,
+/// then, once `stop` took the store away, the breaker opens within a second
+/// and answers at once; once `restart` brought it back, checks reach it
+/// again and are allowed.
+async fn breaker_round_trip(store: impl CounterStore, stop: impl FnOnce(), restart: impl FnOnce()) {
     let limiter = Limiter::builder(store)
         .retry(short())
         .breaker(BreakerPolicy::default())
         .build();
     let one = limit("breaker", 100);
-    assert!(
-        limiter
-            .reserve(std::slice::from_ref(&one))
-            .await
-            .unwrap()
-            .is_allowed()
-    );
-    server.stop();
-    let killed = Instant::now();
+    let allowed = |limiter: &Limiter| {
+        let one = one.clone();
+        let limiter = limiter.clone();
+        async move { limiter.reserve(&[one]).await.unwrap().is_allowed() }
+    };
+    assert!(allowed(&limiter).await);
+    stop();
+    let stopped = Instant::now();
     let checks = until_the_breaker_opens(&limiter, &one).await;
-    let took = killed.elapsed();
-    println!("the breaker opened at check {checks}, {took:?} after the kill");
+    let took = stopped.elapsed();
+    println!("the breaker opened at check {checks}, {took:?} after the store went");
     assert!(
         took < Duration::from_secs(1),
         "failures over 500 ms open it, not {took:?}"
     );
     assert_answered_at_once(&limiter, &one).await;
-    server.restart();
+    restart();
     let back = until_the_store_answers(&limiter, &one).await;
     println!("the first check through after the restart: {back:?}");
-    assert!(
-        limiter
-            .reserve(std::slice::from_ref(&one))
-            .await
-            .unwrap()
-            .is_allowed()
+    assert!(allowed(&limiter).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_breaker_opens_on_a_killed_server_and_closes_when_it_is_back() {
+    let server = std::cell::RefCell::new(RedisServer::start());
+    server.borrow().require_private("kill");
+    let store = RedisStore::open(&server.borrow().url()).unwrap();
+    let (stop, restart) = (
+        || server.borrow_mut().stop(),
+        || server.borrow_mut().restart(),
     );
+    breaker_round_trip(store, stop, restart).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_breaker_opens_on_a_killed_rest_proxy_and_closes_when_it_is_back() {
     let server = RedisServer::start();
-    let mut proxy = Proxy::start(&server.url());
-    let store = UpstashStore::open(&proxy.url(), TOKEN).unwrap();
-    let limiter = Limiter::builder(store).retry(short()).build();
-    let one = limit("breaker", 100);
-    assert!(
-        limiter
-            .reserve(std::slice::from_ref(&one))
-            .await
-            .unwrap()
-            .is_allowed()
+    let proxy = std::cell::RefCell::new(Proxy::start(&server.url()));
+    let store = UpstashStore::open(&proxy.borrow().url(), TOKEN).unwrap();
+    let (stop, restart) = (
+        || proxy.borrow_mut().stop(),
+        || proxy.borrow_mut().restart(),
     );
-    proxy.stop();
-    let checks = until_the_breaker_opens(&limiter, &one).await;
-    println!("the breaker opened at check {checks}");
-    assert_answered_at_once(&limiter, &one).await;
-    proxy.restart();
-    let back = until_the_store_answers(&limiter, &one).await;
-    println!("the first check through after the restart: {back:?}");
+    breaker_round_trip(store, stop, restart).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

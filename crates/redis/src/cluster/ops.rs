@@ -26,7 +26,7 @@ impl Cluster {
 
     /// The record of the call `id` on `group`, in the group's slot.
     fn record(group: &Group, id: CheckId, deadline: Deadline) -> Record {
-        Record::tagged(&slots::tag(group.slot), id, deadline)
+        Record::tagged(slots::tag(group.slot), id, deadline)
     }
 
     /// [`ops::count`] of the call `id` on one group. While the group's slot

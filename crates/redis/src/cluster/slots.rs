@@ -41,18 +41,17 @@ pub(crate) fn route(slot: Slot) -> RoutingInfo {
     )))
 }
 
-/// A hash tag in `slot`: the decimal text of the smallest number whose key
-/// hashes to it, so that `{tag}` puts any key in that slot (a call's
-/// record goes with the counters it records).
-pub(crate) fn tag(slot: Slot) -> String {
+/// A hash tag in `slot`: the smallest number whose decimal text hashes to
+/// it, so that `{tag}` puts any key in that slot (a call's record goes with
+/// the counters it records).
+pub(crate) fn tag(slot: Slot) -> u32 {
     // Every slot is in the table; should one not be, the slot's own
     // search finds it.
-    let n = TAGS.get(&slot).copied().unwrap_or_else(|| {
+    TAGS.get(&slot).copied().unwrap_or_else(|| {
         (0..)
             .find(|n: &u32| Slot::for_key(n.to_string()) == slot)
             .unwrap_or(0)
-    });
-    n.to_string()
+    })
 }
 
 /// The hash slots of a cluster.
