@@ -9,6 +9,7 @@ mod guard;
 mod network;
 pub mod problem;
 mod rejection;
+pub mod serve;
 mod service;
 mod source;
 mod trust;

@@ -14,40 +14,6 @@ pub(crate) struct Command {
 #[error("ERR {0}")]
 pub(crate) struct ShapeError(&'static str);
 
-/// Commands that would change or stall the connection other callers share.
-const UNSUPPORTED: &[&str] = &[
-    "AUTH",
-    "BLMOVE",
-    "BLMPOP",
-    "BLPOP",
-    "BRPOP",
-    "BRPOPLPUSH",
-    "BZMPOP",
-    "BZPOPMAX",
-    "BZPOPMIN",
-    "CLIENT",
-    "DISCARD",
-    "EXEC",
-    "HELLO",
-    "MONITOR",
-    "MULTI",
-    "PSUBSCRIBE",
-    "PSYNC",
-    "PUNSUBSCRIBE",
-    "QUIT",
-    "RESET",
-    "SELECT",
-    "SSUBSCRIBE",
-    "SUBSCRIBE",
-    "SUNSUBSCRIBE",
-    "SYNC",
-    "UNSUBSCRIBE",
-    "UNWATCH",
-    "WAIT",
-    "WAITAOF",
-    "WATCH",
-];
-
 impl Command {
     /// A command from its arguments, the first being its name.
     pub(crate) fn new(args: Vec<Vec<u8>>) -> Result<Command, ShapeError> {
@@ -132,14 +98,13 @@ impl Command {
         self.args.get(1..).unwrap_or(&[])
     }
 
-    /// Why the proxy will not run this command, if it will not.
-    pub(crate) fn unsupported(&self) -> Option<String> {
-        let name = self.name();
-        let blocking_read = (name == "XREAD" || name == "XREADGROUP")
-            && self.args().iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK"));
-        (UNSUPPORTED.contains(&name.as_str()) || blocking_read).then(|| {
-            format!("ERR command not supported by tollgate-rest-proxy: {name} (it would change or block a shared connection)")
-        })
+    /// Whether this command runs a script (`EVAL`, `EVALSHA` and their
+    /// read-only forms).
+    pub(crate) fn is_script(&self) -> bool {
+        matches!(
+            self.name().as_str(),
+            "EVAL" | "EVAL_RO" | "EVALSHA" | "EVALSHA_RO"
+        )
     }
 
     /// A copy with argument `index` (0 is the name) replaced by `value`.
@@ -231,22 +196,5 @@ mod tests {
             ])
         );
         assert!(Command::from_path("/", Some("_token=x"), b"").is_err());
-    }
-
-    #[test]
-    fn connection_state_and_blocking_commands_are_unsupported() {
-        for refused in [
-            json!(["multi"]),
-            json!(["blpop", "k", 0]),
-            json!(["xread", "block", 0, "streams", "s", "$"]),
-        ] {
-            let command = Command::from_json(&refused);
-            assert!(
-                command.is_ok_and(|c| c.unsupported().is_some()),
-                "{refused}"
-            );
-        }
-        let command = Command::from_json(&json!(["xread", "streams", "s", "0"]));
-        assert!(command.is_ok_and(|c| c.unsupported().is_none()));
     }
 }

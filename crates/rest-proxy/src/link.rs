@@ -5,16 +5,24 @@
 //! Redis comes back.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, Value};
 
+use crate::acl::Users;
+
 /// How many dedicated connections wait for the next transaction: enough
 /// for a few dozen concurrent transactions without connecting for each.
 const MAX_IDLE: usize = 64;
+
+/// How long the proxy keeps trying to kill a script that outran the timeout.
+const KILL_FOR: Duration = Duration::from_secs(15);
+
+/// How often it tries.
+const KILL_EVERY: Duration = Duration::from_millis(100);
 
 /// Why Redis gave no reply (an error reply is a reply, not a failure).
 #[derive(Debug, thiserror::Error)]
@@ -25,11 +33,40 @@ pub(crate) enum LinkError {
     /// Connecting, sending or reading failed.
     #[error("redis is unavailable: {0}")]
     Redis(#[from] RedisError),
+    /// The proxy's Redis user may run commands outside the allow-list, so
+    /// scripts sent through the proxy could too: the proxy serves nothing.
+    #[error(
+        "the proxy's Redis user {user:?} can run {probe}, which is not on the allow-list, \
+         so scripts sent through the proxy could run any command: connect as a restricted \
+         user (tollgate-rest-proxy --print-acl NAME, or --create-user NAME), or pass \
+         --allow-unrestricted-user"
+    )]
+    Unrestricted {
+        /// The Redis user's name.
+        user: String,
+        /// The command that user was allowed to run.
+        probe: String,
+    },
+    /// Creating the proxy's Redis user failed.
+    #[error("cannot set up the proxy's Redis user: {0}")]
+    Setup(String),
+}
+
+impl LinkError {
+    /// Whether Redis did not answer in time (the bound, or the client's
+    /// own response timeout).
+    pub(crate) fn is_timeout(&self) -> bool {
+        match self {
+            LinkError::Timeout(_) => true,
+            LinkError::Redis(e) => e.is_timeout(),
+            LinkError::Unrestricted { .. } | LinkError::Setup(_) => false,
+        }
+    }
 }
 
 /// The connections to one Redis server.
 pub(crate) struct Link {
-    client: redis::Client,
+    users: Users,
     timeout: Duration,
     /// The shared connection and its generation, once connected.
     shared: Mutex<Option<(u64, MultiplexedConnection)>>,
@@ -38,19 +75,67 @@ pub(crate) struct Link {
     connecting: tokio::sync::Mutex<()>,
     generation: AtomicU64,
     idle: Mutex<Vec<MultiplexedConnection>>,
+    /// Set while a `SCRIPT KILL` is being attempted.
+    killing: AtomicBool,
 }
 
 impl Link {
     /// A link that connects on first use; every call is bounded by `timeout`.
-    pub(crate) fn new(client: redis::Client, timeout: Duration) -> Link {
+    pub(crate) fn new(users: Users, timeout: Duration) -> Link {
         Link {
-            client,
+            users,
             timeout,
             shared: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
             generation: AtomicU64::new(0),
             idle: Mutex::new(Vec::new()),
+            killing: AtomicBool::new(false),
         }
+    }
+
+    /// The proxy's Redis user.
+    pub(crate) fn users(&self) -> &Users {
+        &self.users
+    }
+
+    /// Connects the shared connection now, if it is not connected.
+    pub(crate) async fn ready(&self) -> Result<(), LinkError> {
+        self.bounded(async { self.shared().await.map(|_| ()) })
+            .await
+    }
+
+    /// Stops a script that outran the timeout: `SCRIPT KILL` on a
+    /// connection of its own, tried every [`KILL_EVERY`] for up to
+    /// [`KILL_FOR`]. Redis reads it only once the script has run for its
+    /// `busy-reply-threshold` (5 s by default), and cannot kill a script
+    /// that has written. One attempt runs at a time.
+    pub(crate) async fn kill_script(&self) {
+        if self.killing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let until = tokio::time::Instant::now() + KILL_FOR;
+        let mut kill = redis::cmd("SCRIPT");
+        kill.arg("KILL");
+        while tokio::time::Instant::now() < until {
+            let reply = self
+                .bounded(async { Ok(self.connect().await?.send_packed_command(&kill).await?) })
+                .await;
+            match reply {
+                Ok(Value::ServerError(e)) if e.code() == "UNKILLABLE" => {
+                    tracing::error!(
+                        "a script outran the timeout after writing: Redis cannot kill it"
+                    );
+                    break;
+                }
+                Ok(Value::ServerError(e)) if e.code() == "NOTBUSY" => break,
+                Ok(Value::ServerError(_)) | Err(_) => tokio::time::sleep(KILL_EVERY).await,
+                Ok(_) => {
+                    tracing::warn!("killed a script that outran the timeout");
+                    break;
+                }
+            }
+        }
+        self.killing.store(false, Ordering::Release);
     }
 
     /// Sends one command on the shared connection.
@@ -150,10 +235,7 @@ impl Link {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout));
-        Ok(self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?)
+        self.users.connect(&config).await
     }
 
     /// Passes `result` on; drops the shared connection of `generation` if

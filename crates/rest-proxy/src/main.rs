@@ -2,11 +2,15 @@
 //! plain redis-server, for local development and CI.
 
 use std::io::{IsTerminal as _, Write as _};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use tollgate_rest_proxy::{DEFAULT_MAX_BODY, Options, redacted_url};
+use tollgate::url::shown;
+use tollgate_rest_proxy::{
+    DEFAULT_MAX_BODY, DEFAULT_MAX_COMMANDS, DEFAULT_MAX_CONNECTIONS, Error, Options, Proxy,
+};
 use tracing_subscriber::EnvFilter;
 
 /// An Upstash-compatible REST proxy in front of a plain Redis, for local
@@ -14,27 +18,64 @@ use tracing_subscriber::EnvFilter;
 #[derive(Debug, Parser)]
 #[command(name = "tollgate-rest-proxy", version)]
 struct Cli {
-    /// The address to listen on (port 0 picks a free one; the real address is printed).
+    /// The address to listen on (port 0 picks a free one; the real address
+    /// is printed). Loopback unless told otherwise.
     #[arg(long, default_value = "127.0.0.1:8079")]
-    listen: String,
-    /// The Redis to send commands to.
+    listen: SocketAddr,
+    /// The Redis to send commands to, as a user restricted to the
+    /// allow-list (or an administrator, with --create-user).
     #[arg(long, default_value = "redis://127.0.0.1:6379")]
     redis: String,
     /// The token callers must present (`Authorization: Bearer TOKEN` or `?_token=`).
     #[arg(long, env = "TOLLGATE_PROXY_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Create (or update) Redis user NAME through --redis's user, restricted
+    /// to the allow-list, with a password only this process knows, and run
+    /// callers' commands as it.
+    #[arg(long, value_name = "NAME")]
+    create_user: Option<String>,
+    /// Serve even when --redis's user may run commands outside the
+    /// allow-list (scripts sent through the proxy can then run them too).
+    #[arg(long, conflicts_with = "create_user")]
+    allow_unrestricted_user: bool,
+    /// Print the `ACL SETUSER NAME …` line for --redis's server (append
+    /// `>PASSWORD`; pipe it to redis-cli) and exit.
+    #[arg(long, value_name = "NAME")]
+    print_acl: Option<String>,
     /// The largest request body, in bytes; larger ones get a 413.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY)]
     max_body: usize,
-    /// The bound on one Redis call, connecting included, in milliseconds.
+    /// The most commands in one pipeline or transaction; more get a 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_COMMANDS)]
+    max_commands: usize,
+    /// The bound on one Redis call, connecting included, in milliseconds; a
+    /// script still running then is killed when Redis lets it be.
     #[arg(long, default_value_t = 1000)]
     redis_timeout_ms: u64,
+    /// How long a client has to send a request head, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// How long a client has to send a request body once its head is in, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    body_timeout_ms: u64,
+    /// The most connections open at once.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let Some(token) = cli.token.filter(|t| !t.is_empty()) else {
+    if let Some(name) = &cli.print_acl {
+        return match tollgate_rest_proxy::acl_setuser_line(&cli.redis, name).await {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        };
+    }
+    let Some(token) = cli.token.clone().filter(|t| !t.is_empty()) else {
         eprintln!("tollgate-rest-proxy: no token: pass --token TOKEN or set TOLLGATE_PROXY_TOKEN");
         return ExitCode::from(2);
     };
@@ -45,14 +86,18 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let options = Options::new(cli.redis.clone(), token)
-        .max_body(cli.max_body)
-        .redis_timeout(Duration::from_millis(cli.redis_timeout_ms));
-    let app = match tollgate_rest_proxy::router(options) {
-        Ok(app) => app,
+    let proxy = match Proxy::new(options(&cli, token)) {
+        Ok(proxy) => proxy,
         Err(e) => return fail(&e),
     };
-    let listener = match tokio::net::TcpListener::bind(&cli.listen).await {
+    match proxy.connect().await {
+        Ok(()) => {}
+        Err(Error::Unavailable(why)) => {
+            tracing::warn!(%why, "redis is not answering yet; the proxy connects on the first request");
+        }
+        Err(e) => return fail(&e),
+    }
+    let listener = match tokio::net::TcpListener::bind(cli.listen).await {
         Ok(listener) => listener,
         Err(e) => return fail(&format!("cannot listen on {}: {e}", cli.listen)),
     };
@@ -60,18 +105,34 @@ async fn main() -> ExitCode {
         Ok(addr) => addr,
         Err(e) => return fail(&e),
     };
-    tracing::info!(redis = %redacted_url(&cli.redis), "proxying");
+    tracing::info!(redis = %shown(&cli.redis), "proxying");
+    tracing::info!("{}", proxy.describe());
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "listening beyond loopback: anyone who reaches this address with the token can run those commands, over plain HTTP");
+    }
     println!("listening on http://{addr}");
     let _ = std::io::stdout().flush();
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    match axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-    {
+    match proxy.serve(listener, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
+    }
+}
+
+fn options(cli: &Cli, token: String) -> Options {
+    let options = Options::new(cli.redis.clone(), token)
+        .max_body(cli.max_body)
+        .max_commands(cli.max_commands)
+        .redis_timeout(Duration::from_millis(cli.redis_timeout_ms))
+        .header_timeout(Duration::from_millis(cli.header_timeout_ms))
+        .body_timeout(Duration::from_millis(cli.body_timeout_ms))
+        .max_connections(cli.max_connections);
+    match (&cli.create_user, cli.allow_unrestricted_user) {
+        (Some(name), _) => options.create_user(name),
+        (None, true) => options.allow_unrestricted_user(),
+        (None, false) => options,
     }
 }
 

@@ -1,11 +1,11 @@
 //! The HTTP side: `POST /`, `/pipeline`, `/multi-exec` and the path form.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::{Body, Bytes, to_bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
@@ -23,32 +23,47 @@ use crate::run::{Reply, Runner, Transaction};
 pub(crate) struct Shared {
     runner: Runner,
     token: Vec<u8>,
-    max_body: usize,
+    bounds: Bounds,
+}
+
+/// What one request may hold of the proxy.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    /// The largest body, in bytes.
+    pub(crate) max_body: usize,
+    /// The most commands in one pipeline or transaction.
+    pub(crate) max_commands: usize,
+    /// How long the body may take to arrive once the head is in.
+    pub(crate) body_timeout: Duration,
 }
 
 impl Shared {
     /// The state for a proxy over `link` admitting `token`.
-    pub(crate) fn new(link: Link, token: Vec<u8>, max_body: usize) -> Shared {
+    pub(crate) fn new(link: Arc<Link>, token: Vec<u8>, bounds: Bounds) -> Shared {
         Shared {
             runner: Runner::new(link),
             token,
-            max_body,
+            bounds,
         }
+    }
+
+    /// The link to Redis.
+    pub(crate) fn link(&self) -> &Link {
+        self.runner.link()
     }
 }
 
 type AppState = State<Arc<Shared>>;
 
-/// The routes, behind the token check and the body limit.
-pub(crate) fn router(shared: Shared) -> Router {
-    let max_body = shared.max_body;
-    let shared = Arc::new(shared);
+/// The routes, behind the token check. Bodies are read by the handlers,
+/// within [`Bounds`].
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/", post(single).fallback(path_form))
         .route("/pipeline", post(pipeline).fallback(not_allowed))
         .route("/multi-exec", post(multi_exec).fallback(not_allowed))
         .fallback(any(path_form))
-        .layer(DefaultBodyLimit::max(max_body))
+        .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(
             Arc::clone(&shared),
             require_token,
@@ -64,12 +79,8 @@ async fn require_token(State(shared): AppState, request: Request, next: Next) ->
     }
 }
 
-async fn single(
-    State(shared): AppState,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let command = match parse(body, Command::from_json) {
+async fn single(State(shared): AppState, headers: HeaderMap, body: Body) -> Response {
+    let command = match parse(&shared, body, Command::from_json).await {
         Ok(command) => command,
         Err(refusal) => return refusal.into_response(),
     };
@@ -81,14 +92,15 @@ async fn path_form(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Response {
-    if ![Method::GET, Method::POST, Method::PUT, Method::HEAD].contains(&method) {
+    // HEAD, like every method but GET and POST, runs nothing.
+    if method != Method::GET && method != Method::POST {
         return not_allowed().await;
     }
-    let body = match body {
+    let body = match read(&shared, body).await {
         Ok(body) => body,
-        Err(rejection) => return error(rejection.status(), &rejection.body_text()),
+        Err(refusal) => return refusal.into_response(),
     };
     match Command::from_path(uri.path(), uri.query(), &body) {
         Ok(command) => run_single(&shared, &command, encoding(&headers)).await,
@@ -111,12 +123,8 @@ async fn run_single(shared: &Shared, command: &Command, encoding: Encoding) -> R
     }
 }
 
-async fn pipeline(
-    State(shared): AppState,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let commands = match parse(body, Command::list_from_json) {
+async fn pipeline(State(shared): AppState, headers: HeaderMap, body: Body) -> Response {
+    let commands = match parse_list(&shared, body).await {
         Ok(commands) => commands,
         Err(refusal) => return refusal.into_response(),
     };
@@ -136,12 +144,8 @@ async fn pipeline(
     }
 }
 
-async fn multi_exec(
-    State(shared): AppState,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let commands = match parse(body, Command::list_from_json) {
+async fn multi_exec(State(shared): AppState, headers: HeaderMap, body: Body) -> Response {
+    let commands = match parse_list(&shared, body).await {
         Ok(commands) => commands,
         Err(refusal) => return refusal.into_response(),
     };
@@ -162,7 +166,7 @@ async fn multi_exec(
 async fn not_allowed() -> Response {
     error(
         StatusCode::METHOD_NOT_ALLOWED,
-        "ERR only HEAD, GET, POST and PUT are allowed",
+        "ERR only GET and POST are allowed",
     )
 }
 
@@ -175,13 +179,66 @@ impl IntoResponse for Refusal {
     }
 }
 
+/// The request's body: a 413 when it is larger than the bound, a 408 when
+/// it is slower (the connection then closes, its body unread).
+async fn read(shared: &Shared, body: Body) -> Result<Bytes, Refusal> {
+    let bounds = shared.bounds;
+    match tokio::time::timeout(bounds.body_timeout, to_bytes(body, bounds.max_body)).await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(e)) if is_too_large(&e) => Err(Refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("ERR the body is over {} bytes", bounds.max_body),
+        )),
+        Ok(Err(_)) => Err(Refusal(
+            StatusCode::BAD_REQUEST,
+            "ERR the body could not be read".to_owned(),
+        )),
+        Err(_) => Err(Refusal(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "ERR the body did not arrive within {:?}",
+                bounds.body_timeout
+            ),
+        )),
+    }
+}
+
+fn is_too_large(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+/// The commands of a pipeline or transaction, at most [`Bounds::max_commands`].
+async fn parse_list(shared: &Shared, body: Body) -> Result<Vec<Command>, Refusal> {
+    let commands = parse(shared, body, Command::list_from_json).await?;
+    let max = shared.bounds.max_commands;
+    if commands.len() > max {
+        return Err(Refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "ERR {} commands are over the limit of {max} per request",
+                commands.len()
+            ),
+        ));
+    }
+    Ok(commands)
+}
+
 /// What `shape` reads from the request's JSON body; a 413 when the body is
-/// too large, a 400 when it is not JSON or not of that shape.
-fn parse<T>(
-    body: Result<Bytes, BytesRejection>,
+/// too large, a 408 when it is too slow, a 400 when it is not JSON or not
+/// of that shape.
+async fn parse<T>(
+    shared: &Shared,
+    body: Body,
     shape: impl FnOnce(&JsonValue) -> Result<T, ShapeError>,
 ) -> Result<T, Refusal> {
-    let body = body.map_err(|r| Refusal(r.status(), r.body_text()))?;
+    let body = read(shared, body).await?;
     let json = serde_json::from_slice(&body).map_err(|e| {
         Refusal(
             StatusCode::BAD_REQUEST,

@@ -2,9 +2,11 @@
 //! scripts rewritten so that stock Redis runs `allow-key-locking` ones.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use redis::{Pipeline, ServerErrorKind, Value};
 
+use crate::allow;
 use crate::command::Command;
 use crate::link::{Link, LinkError};
 use crate::reply::error_text;
@@ -30,7 +32,7 @@ pub(crate) enum Transaction {
 
 /// Runs commands on one Redis, remembering the scripts it rewrote.
 pub(crate) struct Runner {
-    link: Link,
+    link: Arc<Link>,
     scripts: Scripts,
 }
 
@@ -56,27 +58,54 @@ impl Prepared<'_> {
 
 impl Runner {
     /// A runner over `link`.
-    pub(crate) fn new(link: Link) -> Runner {
+    pub(crate) fn new(link: Arc<Link>) -> Runner {
         Runner {
             link,
             scripts: Scripts::default(),
         }
     }
 
+    /// The link to Redis.
+    pub(crate) fn link(&self) -> &Link {
+        &self.link
+    }
+
     /// Runs one command on the shared connection.
     pub(crate) async fn single(&self, command: &Command) -> Result<Reply, LinkError> {
-        if let Some(why) = command.unsupported() {
+        if let Some(why) = allow::refusal(command) {
             return Ok(Reply::Refused(why));
         }
         let prepared = self.prepare(command, false);
-        let reply = self.link.command(&prepared.send.to_cmd()).await?;
-        let reply = match (&reply, &prepared.on_noscript) {
-            (Value::ServerError(e), Some(eval)) if e.kind() == Some(ServerErrorKind::NoScript) => {
-                self.link.command(&eval.to_cmd()).await?
-            }
-            _ => reply,
+        let reply = async {
+            let reply = self.link.command(&prepared.send.to_cmd()).await?;
+            Ok(match (&reply, &prepared.on_noscript) {
+                (Value::ServerError(e), Some(eval))
+                    if e.kind() == Some(ServerErrorKind::NoScript) =>
+                {
+                    self.link.command(&eval.to_cmd()).await?
+                }
+                _ => reply,
+            })
         };
+        let reply = self.watch(std::slice::from_ref(command), reply.await)?;
         Ok(Reply::Value(prepared.finish(reply)))
+    }
+
+    /// Passes `outcome` on; when it timed out and `commands` hold a script,
+    /// that script may still be running: the link tries to kill it, in the
+    /// background.
+    fn watch<T>(
+        &self,
+        commands: &[Command],
+        outcome: Result<T, LinkError>,
+    ) -> Result<T, LinkError> {
+        if outcome.as_ref().is_err_and(LinkError::is_timeout)
+            && commands.iter().any(Command::is_script)
+        {
+            let link = Arc::clone(&self.link);
+            tokio::spawn(async move { link.kill_script().await });
+        }
+        outcome
     }
 
     /// Runs a pipeline on the shared connection: one reply per command, in order.
@@ -84,7 +113,9 @@ impl Runner {
         let mut pipe = Pipeline::new();
         let mut prepared = Vec::with_capacity(commands.len());
         for command in commands {
-            let p = (command.unsupported().is_none()).then(|| self.prepare(command, true));
+            let p = allow::refusal(command)
+                .is_none()
+                .then(|| self.prepare(command, true));
             if let Some(p) = &p {
                 pipe.add_command(p.send.to_cmd());
             }
@@ -94,13 +125,14 @@ impl Runner {
         let mut replies = if sent == 0 {
             Vec::new().into_iter()
         } else {
-            self.link.pipeline(&pipe, sent).await?.into_iter()
+            self.watch(commands, self.link.pipeline(&pipe, sent).await)?
+                .into_iter()
         };
         Ok(commands
             .iter()
             .zip(prepared)
             .map(|(command, p)| match p {
-                None => Reply::Refused(command.unsupported().unwrap_or_default()),
+                None => Reply::Refused(allow::refusal(command).unwrap_or_default()),
                 Some(p) => Reply::Value(p.finish(replies.next().unwrap_or(Value::Nil))),
             })
             .collect())
@@ -108,7 +140,7 @@ impl Runner {
 
     /// Runs the commands as one MULTI … EXEC on a dedicated connection.
     pub(crate) async fn transaction(&self, commands: &[Command]) -> Result<Transaction, LinkError> {
-        if let Some(why) = commands.iter().find_map(Command::unsupported) {
+        if let Some(why) = commands.iter().find_map(allow::refusal) {
             return Ok(Transaction::Aborted(why));
         }
         let prepared: Vec<Prepared<'_>> = commands.iter().map(|c| self.prepare(c, true)).collect();
@@ -118,7 +150,10 @@ impl Runner {
             pipe.add_command(p.send.to_cmd());
         }
         pipe.cmd("EXEC");
-        let replies = self.link.dedicated(&pipe, prepared.len() + 2).await?;
+        let replies = self.watch(
+            commands,
+            self.link.dedicated(&pipe, prepared.len() + 2).await,
+        )?;
         let queued = replies.get(1..=prepared.len()).unwrap_or(&[]);
         if let Some(Value::ServerError(e)) =
             queued.iter().find(|r| matches!(r, Value::ServerError(_)))

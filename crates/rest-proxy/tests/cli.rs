@@ -81,8 +81,77 @@ fn a_bad_redis_url_is_one_line_without_its_password() {
         ],
         Some("t"),
     );
-    assert_one_line_failure(&output, "invalid Redis URL");
+    // The URL is named by its scheme and host only (tollgate::url::shown).
+    assert_one_line_failure(&output, "invalid Redis URL redis://[::1:");
     assert!(!String::from_utf8_lossy(&output.stderr).contains("hunter2"));
+    let output = run(
+        &[
+            "--redis",
+            "redis://planted-user:hunter2@h:99999/0",
+            "--print-acl",
+            "px",
+        ],
+        None,
+    );
+    assert_one_line_failure(&output, "invalid Redis URL redis://h:99999:");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("hunter2") && !stderr.contains("planted-user"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn the_start_up_line_names_redis_by_scheme_and_host_only() {
+    // Nothing listens there: the proxy starts anyway, and connects on the
+    // first request.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let redis = format!("redis://planted-user:hunter2@127.0.0.1:{port}/0");
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0", "--redis", &redis])
+        .env("TOLLGATE_PROXY_TOKEN", "some-token")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start tollgate-rest-proxy");
+    let stdout = child.stdout.take().expect("stdout");
+    let first = tokio::time::timeout(
+        Duration::from_secs(10),
+        BufReader::new(stdout).lines().next_line(),
+    )
+    .await
+    .expect("a line within 10 s")
+    .expect("read stdout")
+    .unwrap_or_default();
+    child.start_kill().expect("kill the proxy");
+    let _ = child.wait().await;
+    let mut logs = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut logs)
+        .await
+        .expect("read stderr");
+    assert!(first.starts_with("listening on "), "{first:?}\n{logs}");
+    let line = logs
+        .lines()
+        .find(|line| line.contains("proxying"))
+        .unwrap_or_else(|| panic!("no start-up line:\n{logs}"));
+    // Neither the password nor the user (which the next line names, as
+    // the user callers' commands run as).
+    assert!(
+        line.ends_with(&format!("proxying redis=redis://127.0.0.1:{port}")),
+        "{line}"
+    );
+    assert!(!logs.contains("hunter2"), "{logs}");
 }
 
 #[test]
@@ -96,6 +165,13 @@ fn help_lists_the_options_and_hides_the_token_value() {
         "--token",
         "--max-body",
         "--redis-timeout-ms",
+        "--create-user",
+        "--allow-unrestricted-user",
+        "--print-acl",
+        "--max-commands",
+        "--header-timeout-ms",
+        "--body-timeout-ms",
+        "--max-connections",
         "TOLLGATE_PROXY_TOKEN",
     ] {
         assert!(
@@ -117,6 +193,7 @@ async fn it_prints_its_real_address_serves_and_never_logs_the_token() {
     let wrong = format!("wrong-{}", unique());
     let mut child = tokio::process::Command::new(BIN)
         .args(["--listen", "127.0.0.1:0", "--redis", &server.url()])
+        .args(["--create-user", "tollgate-proxy"])
         .env("TOLLGATE_PROXY_TOKEN", &token)
         .env("RUST_LOG", "trace")
         .stdout(Stdio::piped())
@@ -189,6 +266,11 @@ async fn it_prints_its_real_address_serves_and_never_logs_the_token() {
         "no logs to check:\n{logs}"
     );
     assert!(
+        logs.contains("a token holder can run")
+            && logs.contains("as Redis user \"tollgate-proxy\""),
+        "the start-up does not say what a token holder can do:\n{logs}"
+    );
+    assert!(
         logs.contains("redis call failed"),
         "the failure is not logged:\n{logs}"
     );
@@ -197,4 +279,32 @@ async fn it_prints_its_real_address_serves_and_never_logs_the_token() {
         !logs.contains(&wrong),
         "a wrong token is in the logs:\n{logs}"
     );
+}
+
+#[test]
+fn it_will_not_serve_as_an_unrestricted_redis_user() {
+    let server = RedisServer::start();
+    let output = run(
+        &["--listen", "127.0.0.1:0", "--redis", &server.url()],
+        Some("some-token"),
+    );
+    assert_one_line_failure(&output, "\"default\" can run FLUSHALL");
+}
+
+#[test]
+fn print_acl_prints_one_setuser_line_for_the_server() {
+    let server = RedisServer::start();
+    let output = run(&["--redis", &server.url(), "--print-acl", "px"], None);
+    assert!(output.status.success(), "{output:?}");
+    let line = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        line.starts_with("ACL SETUSER px on ~* resetchannels -@all +append ")
+            && line.trim_end().lines().count() == 1,
+        "{line}"
+    );
+    let output = run(
+        &["--redis", &server.url(), "--print-acl", "two words"],
+        None,
+    );
+    assert_one_line_failure(&output, "invalid Redis user name");
 }

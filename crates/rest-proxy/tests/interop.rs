@@ -96,7 +96,10 @@ async fn the_official_upstash_clients_work_through_the_proxy() {
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("local address");
-    let proxy = tokio::spawn(serve(listener, Options::new(server.url(), token.clone())));
+    let proxy = tokio::spawn(serve(
+        listener,
+        Options::new(server.url(), token.clone()).create_user("tollgate-proxy"),
+    ));
 
     let prefix = unique();
     let mut node = tokio::process::Command::new("node");
@@ -185,11 +188,45 @@ async fn the_official_upstash_clients_work_through_the_proxy() {
         json!({ "value": verdicts }),
         "Ratelimit.fixedWindow(10, \"10 s\"): ten allowed, the eleventh refused",
     );
+    let mut successes: Vec<bool> = vec![true; 10];
+    successes.push(false);
+    for (name, what) in [
+        ("slidingWindow", "Ratelimit.slidingWindow(10, \"10 s\")"),
+        ("tokenBucket", "Ratelimit.tokenBucket(1, \"10 s\", 10)"),
+        (
+            "multiRegion",
+            "MultiRegionRatelimit.fixedWindow(10, \"10 s\"), one region",
+        ),
+    ] {
+        check(name, json!({ "value": successes }), what);
+    }
+    check(
+        "survived",
+        json!("héllo wörld ✓"),
+        "the data after FLUSHALL was refused",
+    );
     let wrong = &out["wrongToken"];
     if !wrong.as_str().is_some_and(|e| e.contains("WRONGPASS")) {
         failures.push(format!(
             "wrongToken: the client must throw WRONGPASS, got {wrong}"
         ));
+    }
+    for (name, needle) in [
+        (
+            "flushall",
+            "FLUSHALL is not on tollgate-rest-proxy's allow-list",
+        ),
+        ("evalFlushall", "can't run this command"),
+    ] {
+        if !out[name]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(needle))
+        {
+            failures.push(format!(
+                "{name}: expected an error with {needle:?}, got {}",
+                out[name]
+            ));
+        }
     }
     assert!(
         failures.is_empty(),

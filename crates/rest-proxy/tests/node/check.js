@@ -3,7 +3,7 @@
 // Env: UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN, KEY_PREFIX.
 const crypto = require('node:crypto');
 const { Redis } = require('@upstash/redis');
-const { Ratelimit } = require('@upstash/ratelimit');
+const { Ratelimit, MultiRegionRatelimit } = require('@upstash/ratelimit');
 
 const url = process.env.UPSTASH_REDIS_REST_URL;
 const token = process.env.UPSTASH_REDIS_REST_TOKEN;
@@ -86,6 +86,37 @@ async function main() {
     }
     return verdicts;
   });
+
+  // The other algorithms: successes only (their `remaining` is each
+  // algorithm's own estimate). Ten fit, the eleventh is refused.
+  const successes = async (limiter) => {
+    const seen = [];
+    for (let i = 0; i < 11; i++) {
+      const r = await limiter.limit('caller');
+      if (r.pending) await r.pending;
+      seen.push(r.success);
+    }
+    return seen;
+  };
+  const common = { redis, ephemeralCache: false, analytics: false };
+  out.slidingWindow = await caught(() =>
+    successes(new Ratelimit({ ...common, limiter: Ratelimit.slidingWindow(10, '10 s'), prefix: k('sw') })));
+  out.tokenBucket = await caught(() =>
+    successes(new Ratelimit({ ...common, limiter: Ratelimit.tokenBucket(1, '10 s', 10), prefix: k('tb') })));
+  out.multiRegion = await caught(() =>
+    successes(new MultiRegionRatelimit({
+      redis: [redis],
+      limiter: MultiRegionRatelimit.fixedWindow(10, '10 s'),
+      prefix: k('mr'),
+      ephemeralCache: false,
+      analytics: false,
+    })));
+
+  // Closed by default: the same token cannot administer the server, not
+  // even from a script.
+  out.flushall = await caught(() => redis.flushall());
+  out.evalFlushall = await caught(() => redis.eval("return redis.call('FLUSHALL')", [], []));
+  out.survived = await redis.get(k('s'));
 
   console.log(JSON.stringify(out));
 }

@@ -1,0 +1,363 @@
+//! Closed by default: with the right token, what administers, empties or
+//! stalls the server is refused on every route and changes nothing, scripts
+//! included (the proxy's Redis user is restricted by a real Redis ACL), and
+//! a slow client cannot hold a connection.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tollgate_rest_proxy::{Error, Options, Proxy as Server};
+use tollgate_test_support::redis_server::RedisServer;
+use tollgate_test_support::unique;
+
+mod support;
+
+use support::{Proxy, error_of};
+
+/// What a token holder must not be able to do.
+fn refused_commands() -> Vec<Value> {
+    vec![
+        json!(["FLUSHALL"]),
+        json!(["flushdb"]),
+        json!(["CONFIG", "SET", "appendonly", "yes"]),
+        json!(["config", "set", "requirepass", "locked-out"]),
+        json!(["SWAPDB", "0", "1"]),
+        json!(["SHUTDOWN", "NOSAVE"]),
+        json!(["REPLICAOF", "127.0.0.1", "1"]),
+        json!(["ACL", "SETUSER", "default", "off"]),
+        json!(["KEYS", "*"]),
+        json!([
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=lib\nredis.register_function('f', function() return 1 end)"
+        ]),
+        json!(["SCRIPT", "FLUSH"]),
+        json!(["DEBUG", "SLEEP", "0"]),
+        json!(["MODULE", "LIST"]),
+    ]
+}
+
+/// Scripts that call what the token holder must not run: Redis's ACL stops
+/// the call inside the script.
+fn refused_scripts() -> Vec<Value> {
+    vec![
+        json!(["EVAL", "return redis.call('FLUSHALL')", "0"]),
+        json!(["EVAL", "return redis.call('SWAPDB', '0', '1')", "0"]),
+        json!(["EVAL", "return redis.call('FLUSHDB')", "0"]),
+        json!(["EVAL", "return redis.pcall('KEYS', '*')", "0"]),
+    ]
+}
+
+/// What the administrator sees of the server: the key planted in
+/// databases 0 and 1, the settings the commands would change, its role.
+async fn state(proxy: &Proxy, key: &str) -> Vec<redis::Value> {
+    let mut seen = vec![
+        proxy.admin(&["GET", key]).await,
+        proxy.admin(&["CONFIG", "GET", "appendonly"]).await,
+        proxy.admin(&["CONFIG", "GET", "requirepass"]).await,
+        proxy.admin(&["ROLE"]).await,
+        proxy.admin(&["ACL", "LIST"]).await,
+        proxy.admin(&["FUNCTION", "LIST"]).await,
+    ];
+    seen.push(
+        proxy
+            .admin(&["SCRIPT", "EXISTS", &sha1("return 'planted'")])
+            .await,
+    );
+    seen
+}
+
+fn sha1(text: &str) -> String {
+    sha1_smol::Sha1::from(text).digest().to_string()
+}
+
+/// The path form of a command: its arguments percent-encoded as segments.
+fn path_of(command: &Value) -> String {
+    command
+        .as_array()
+        .expect("a command")
+        .iter()
+        .map(|a| {
+            let text = a.as_str().expect("a string argument");
+            format!("/{}", utf8_percent_encode(text, NON_ALPHANUMERIC))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_route_refuses_administration_and_changes_nothing() {
+    let proxy = Proxy::start().await;
+    let key = unique();
+    proxy.admin(&["SET", &key, "planted"]).await;
+    proxy.admin(&["SCRIPT", "LOAD", "return 'planted'"]).await;
+    let before = state(&proxy, &key).await;
+    let acl_refusal = "can't run this command or subcommand";
+    for command in refused_commands().into_iter().chain(refused_scripts()) {
+        let is_script = command[0] == "EVAL";
+        let expected = if is_script {
+            acl_refusal
+        } else {
+            "ERR command is not allowed: "
+        };
+        let (status, body) = proxy.post("/", command.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "POST / {command}: {body}");
+        assert!(
+            error_of(&body).contains(expected),
+            "POST / {command}: {body}"
+        );
+
+        let (status, body) = proxy
+            .post("/pipeline", json!([command, ["GET", key]]))
+            .await;
+        assert_eq!(status, StatusCode::OK, "/pipeline {command}: {body}");
+        assert!(
+            error_of(&body[0]).contains(expected),
+            "/pipeline {command}: {body}"
+        );
+        assert_eq!(body[1], json!({"result": "planted"}), "{body}");
+
+        let (status, body) = proxy
+            .post("/multi-exec", json!([["GET", key], command]))
+            .await;
+        if is_script {
+            // Queued, then refused inside EXEC: the transaction's other
+            // commands ran, the refused call did nothing.
+            assert_eq!(status, StatusCode::OK, "/multi-exec {command}: {body}");
+            assert!(error_of(&body[1]).contains(acl_refusal), "{body}");
+        } else {
+            assert_eq!(
+                status,
+                StatusCode::BAD_REQUEST,
+                "/multi-exec {command}: {body}"
+            );
+            assert!(
+                error_of(&body).contains(expected),
+                "/multi-exec {command}: {body}"
+            );
+        }
+
+        let path = path_of(&command);
+        let (status, body) = proxy.get(&path).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "GET {path}: {body}");
+        assert!(error_of(&body).contains(expected), "GET {path}: {body}");
+
+        let head = proxy
+            .http
+            .head(proxy.url(&path))
+            .bearer_auth(&proxy.token)
+            .send()
+            .await
+            .expect("a response");
+        assert_eq!(head.status(), StatusCode::METHOD_NOT_ALLOWED, "HEAD {path}");
+        assert_eq!(state(&proxy, &key).await, before, "after {command}");
+    }
+    // The server is up, a master, with its data: and the proxy still serves.
+    assert_eq!(proxy.ok(json!(["GET", key])).await, json!("planted"));
+}
+
+#[tokio::test]
+async fn the_proxy_serves_nothing_as_an_unrestricted_user() {
+    let server = RedisServer::start();
+    let key = unique();
+    let planted = Options::new(server.url(), "t").allow_unrestricted_user();
+    let admin = Server::new(planted).expect("a proxy");
+    let app = admin.router();
+    let (status, _) = call(app, json!(["SET", key, "planted"])).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let proxy = Server::new(Options::new(server.url(), "t")).expect("a proxy");
+    let refused = proxy.connect().await;
+    assert!(
+        matches!(&refused, Err(Error::RedisUser(why)) if why.contains("\"default\" can run FLUSHALL")),
+        "{refused:?}"
+    );
+    let (status, body) = call(
+        proxy.router(),
+        json!(["EVAL", "return redis.call('FLUSHALL')", "0"]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    assert!(error_of(&body).contains("not on the allow-list"), "{body}");
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let kept: Option<String> = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(kept.as_deref(), Some("planted"));
+}
+
+#[tokio::test]
+async fn a_user_made_from_print_acl_is_accepted_and_holds_scripts() {
+    let server = RedisServer::start();
+    let line = tollgate_rest_proxy::acl_setuser_line(&server.url(), "made-by-hand")
+        .await
+        .expect("the ACL line");
+    assert!(
+        line.starts_with("ACL SETUSER made-by-hand on ~* resetchannels -@all +"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("+flushall") && !line.contains("+config") && !line.contains("+keys "),
+        "{line}"
+    );
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut setuser = redis::Cmd::new();
+    for word in line.split(' ').chain([">by-hand-pw"]) {
+        setuser.arg(word);
+    }
+    let () = setuser.query_async(&mut conn).await.unwrap();
+    let url = format!(
+        "redis://made-by-hand:by-hand-pw@127.0.0.1:{}",
+        server.port()
+    );
+    let proxy = Server::new(Options::new(url, "t")).expect("a proxy");
+    proxy
+        .connect()
+        .await
+        .expect("a restricted user is accepted");
+    assert_eq!(proxy.redis_user(), "made-by-hand");
+    let (status, body) = call(
+        proxy.router(),
+        json!(["EVAL", "return redis.call('FLUSHALL')", "0"]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(error_of(&body).contains("can't run this command"), "{body}");
+    let (status, body) = call(proxy.router(), json!(["INCR", unique()])).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"result": 1})));
+}
+
+#[tokio::test]
+async fn a_pipeline_over_the_command_limit_is_413_and_runs_nothing() {
+    let proxy = Proxy::start_with(|o| o.max_commands(3)).await;
+    let key = unique();
+    let four = json!([["INCR", key], ["INCR", key], ["INCR", key], ["INCR", key]]);
+    for route in ["/pipeline", "/multi-exec"] {
+        let (status, body) = proxy.post(route, four.clone()).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{route}: {body}");
+        assert!(error_of(&body).contains("over the limit of 3"), "{body}");
+    }
+    assert_eq!(proxy.ok(json!(["GET", key])).await, Value::Null);
+    let (status, _) = proxy
+        .post(
+            "/pipeline",
+            json!([["INCR", key], ["INCR", key], ["INCR", key]]),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// Reads from `stream` until the peer closes it (or 5 s pass): what arrived,
+/// and whether it closed.
+async fn read_to_close(stream: &mut TcpStream) -> (Vec<u8>, bool) {
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 1024];
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut buffer)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (seen, true),
+            Ok(Ok(n)) => seen.extend_from_slice(&buffer[..n]),
+            Err(_) => return (seen, false),
+        }
+    }
+}
+
+#[tokio::test]
+async fn half_sent_heads_are_closed_after_the_header_timeout() {
+    let proxy = Proxy::start_with(|o| o.header_timeout(Duration::from_millis(300))).await;
+    let address = proxy.base.trim_start_matches("http://").to_owned();
+    let mut streams = Vec::new();
+    for _ in 0..20 {
+        let mut stream = TcpStream::connect(&address).await.unwrap();
+        let head = format!(
+            "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n",
+            proxy.token
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        streams.push(stream);
+    }
+    let mut closed = 0;
+    for stream in &mut streams {
+        let (_, was_closed) = read_to_close(stream).await;
+        closed += usize::from(was_closed);
+    }
+    assert_eq!(closed, 20, "connections closed of 20 half-sent heads");
+}
+
+#[tokio::test]
+async fn a_slow_body_is_408_and_the_connection_closes() {
+    let proxy = Proxy::start_with(|o| o.body_timeout(Duration::from_millis(300))).await;
+    let key = unique();
+    let address = proxy.base.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&address).await.unwrap();
+    let body = json!(["SET", key, "v"]).to_string();
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
+        proxy.token,
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body.as_bytes()[..5]).await.unwrap();
+    let (answer, closed) = read_to_close(&mut stream).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(closed, "the connection stays open after a 408");
+    assert_eq!(proxy.ok(json!(["GET", key])).await, Value::Null);
+}
+
+#[tokio::test]
+async fn a_runaway_script_is_killed_once_redis_lets_it_be() {
+    let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(300))).await;
+    // Redis reads SCRIPT KILL only after a script has run this long.
+    proxy
+        .admin(&["CONFIG", "SET", "busy-reply-threshold", "200"])
+        .await;
+    let (status, body) = proxy
+        .post("/", json!(["EVAL", "while true do end", "0"]))
+        .await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    // The proxy kills it in the background; Redis answers again.
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut last = Value::Null;
+    while Instant::now() < until {
+        let (status, body) = proxy.post("/", json!(["PING"])).await;
+        if status == StatusCode::OK {
+            assert_eq!(body, json!({"result": "PONG"}));
+            return;
+        }
+        last = body;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("Redis still busy 10 s after the script outran the timeout: {last}");
+}
+
+/// One command through `app`, without a socket.
+async fn call(app: axum::Router, command: Value) -> (StatusCode, Value) {
+    use tower::ServiceExt as _;
+    let request = axum::http::Request::post("/")
+        .header("authorization", "Bearer t")
+        .body(axum::body::Body::from(command.to_string()))
+        .unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    let status = StatusCode::from_u16(response.status().as_u16()).unwrap();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
