@@ -9,6 +9,7 @@ mod shared;
 mod sql;
 mod store;
 mod sweep;
+mod tls;
 mod url;
 
 pub use error::Error;

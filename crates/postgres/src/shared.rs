@@ -8,11 +8,12 @@ use std::time::Instant;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{oneshot, watch};
-use tokio_postgres::{NoTls, Row, types::ToSql};
+use tokio_postgres::{Row, types::ToSql};
 use tollgate_core::{Deadline, StoreError};
 
 use crate::lease::Lease;
 use crate::sql::Statements;
+use crate::tls::Connector;
 use crate::url::Target;
 use crate::{Error, PostgresOptions, schema, sweep};
 
@@ -43,9 +44,9 @@ impl Shared {
     pub(crate) fn new(url: &str, options: PostgresOptions) -> Result<Shared, Error> {
         let quoted = options.validate()?;
         let target = Target::parse(url)?;
-        let manager = Manager::from_config(
+        let manager = Manager::from_connect(
             target.config.clone(),
-            NoTls,
+            Connector::new(target.mode, target.tls.clone()),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },

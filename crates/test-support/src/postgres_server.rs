@@ -27,10 +27,27 @@
 //! server.restart(); // the same port, directory and options
 //! # let _ = url;
 //! ```
+//!
+//! With [`PostgresServerOptions::tls`] the server serves TLS with a
+//! certificate made for it, and refuses plain TCP connections:
+//!
+//! ```no_run
+//! use tollgate_test_support::postgres_server::{PostgresServer, PostgresServerOptions};
+//! let server = PostgresServer::start_with(PostgresServerOptions::default().tls(true));
+//! let ca = server.ca_file().unwrap();
+//! let url = format!("{}?sslmode=verify-full&sslrootcert={}", server.url(), ca.display());
+//! let own = server.socket_url(); // plain, through the Unix socket
+//! # let _ = (url, own);
+//! ```
+
+mod tls;
+
+pub use tls::Certificates;
 
 use std::fs;
 use std::io::Write;
 use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -57,7 +74,20 @@ pub struct PostgresServerOptions {
     pub max_connections: u32,
     /// More `-c name=value` settings, e.g. `["deadlock_timeout=100ms"]`.
     pub settings: Vec<String>,
+    /// TLS only over TCP (false by default): `ssl = on` with a certificate
+    /// for `localhost` and `127.0.0.1` signed by a CA made for the server
+    /// ([`PostgresServer::ca_file`]), and a `pg_hba.conf` accepting TCP
+    /// connections over TLS only (`hostssl`), so that the server refuses a
+    /// plain one. The Unix socket stays plain
+    /// ([`PostgresServer::socket_url`]). Every role logs in without a
+    /// password, except [`SCRAM_ROLE`], which (once a test creates it)
+    /// logs in with its password by SCRAM-SHA-256.
+    pub tls: bool,
 }
+
+/// The role that a TLS-only server ([`PostgresServerOptions::tls`]) asks
+/// for a password (SCRAM-SHA-256); the tests create it.
+pub const SCRAM_ROLE: &str = "tollgate_scram";
 
 impl Default for PostgresServerOptions {
     fn default() -> PostgresServerOptions {
@@ -65,6 +95,7 @@ impl Default for PostgresServerOptions {
             fsync: true,
             max_connections: 200,
             settings: Vec::new(),
+            tls: false,
         }
     }
 }
@@ -87,6 +118,12 @@ impl PostgresServerOptions {
         self.settings.push(setting.into());
         self
     }
+
+    /// Sets [`tls`](PostgresServerOptions::tls): TLS only over TCP.
+    pub fn tls(mut self, on: bool) -> PostgresServerOptions {
+        self.tls = on;
+        self
+    }
 }
 
 /// A private PostgreSQL server for tests. Stopped (and its directory
@@ -98,6 +135,7 @@ pub struct PostgresServer {
     port: u16,
     options: PostgresServerOptions,
     owner: Option<(u32, u32)>,
+    certificates: Option<Certificates>,
     child: Option<Child>,
     reaper: Option<Child>,
 }
@@ -130,6 +168,7 @@ impl PostgresServer {
         if let Some((uid, gid)) = owner {
             chown(&dir, uid, gid);
         }
+        let certificates = options.tls.then(|| tls_files(&dir, owner));
         let mut server = PostgresServer {
             reaper: Some(reaper(&dir)),
             bin,
@@ -137,6 +176,7 @@ impl PostgresServer {
             port: 0,
             options,
             owner,
+            certificates,
             child: None,
         };
         server.copy_template();
@@ -179,6 +219,36 @@ impl PostgresServer {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
     }
 
+    /// The URL of the `postgres` database as the `postgres` superuser
+    /// through the server's Unix socket: never encrypted, and accepted by a
+    /// TLS-only server too (for a test's own client).
+    pub fn socket_url(&self) -> String {
+        let dir: String = self
+            .dir
+            .to_string_lossy()
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        format!("postgres://postgres@{dir}:{}/postgres", self.port)
+    }
+
+    /// The CA certificate (PEM) that signed a TLS-only server's certificate
+    /// ([`PostgresServerOptions::tls`]), for `sslrootcert=`; `None` for a
+    /// server without TLS.
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.certificates.as_ref().map(|c| c.ca.as_path())
+    }
+
+    /// The certificates of a TLS-only server; `None` for a server without TLS.
+    pub fn certificates(&self) -> Option<&Certificates> {
+        self.certificates.as_ref()
+    }
+
     /// The server's port.
     pub fn port(&self) -> u16 {
         self.port
@@ -207,8 +277,15 @@ impl PostgresServer {
     ///
     /// When `psql` fails.
     pub fn psql(&self, sql: &str) -> String {
+        // A TLS-only server is asked through its (plain) Unix socket.
+        let host = if self.certificates.is_some() {
+            self.dir.as_os_str().to_owned()
+        } else {
+            "127.0.0.1".into()
+        };
         let out = Command::new(self.bin.join("psql"))
-            .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1"])
+            .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
+            .arg(host)
             .args([
                 "-p",
                 &self.port.to_string(),
@@ -358,6 +435,18 @@ impl PostgresServer {
             ])
             .args(["-c", &format!("max_connections={}", o.max_connections)])
             .args(["-c", "shared_buffers=32MB", "-c", "logging_collector=off"]);
+        if let Some(tls) = &self.certificates {
+            command
+                .args(["-c", "ssl=on"])
+                .arg("-c")
+                .arg(setting("ssl_cert_file", &tls.cert))
+                .arg("-c")
+                .arg(setting("ssl_key_file", &tls.key))
+                .arg("-c")
+                .arg(setting("ssl_ca_file", &tls.ca))
+                .arg("-c")
+                .arg(setting("hba_file", &self.dir.join("pg_hba_tls.conf")));
+        }
         for setting in &o.settings {
             command.args(["-c", setting]);
         }
@@ -420,6 +509,45 @@ impl Drop for PostgresServer {
             let _ = reaper.wait();
         }
     }
+}
+
+/// `name=path` for `-c`.
+fn setting(name: &str, path: &Path) -> std::ffi::OsString {
+    let mut setting = std::ffi::OsString::from(format!("{name}="));
+    setting.push(path);
+    setting
+}
+
+/// Makes a TLS-only server's certificates (in `dir/tls`) and its
+/// `pg_hba.conf` (`dir/pg_hba_tls.conf`): plain on the Unix socket, TLS
+/// only over TCP; the key is the server user's, readable by it alone (the
+/// server refuses it otherwise).
+fn tls_files(dir: &Path, owner: Option<(u32, u32)>) -> Certificates {
+    let certificates = Certificates::make(&dir.join("tls"), &["localhost", "127.0.0.1"]);
+    let hba = dir.join("pg_hba_tls.conf");
+    let rules = format!(
+        "local all all trust\n\
+         hostssl all {SCRAM_ROLE} 127.0.0.1/32 scram-sha-256\n\
+         hostssl all {SCRAM_ROLE} ::1/128 scram-sha-256\n\
+         hostssl all all 127.0.0.1/32 trust\n\
+         hostssl all all ::1/128 trust\n"
+    );
+    fs::write(&hba, rules).unwrap_or_else(|e| panic!("cannot write {}: {e}", hba.display()));
+    let private = fs::Permissions::from_mode(0o600);
+    fs::set_permissions(&certificates.key, private)
+        .unwrap_or_else(|e| panic!("cannot protect the server's key: {e}"));
+    if let Some((uid, gid)) = owner {
+        for path in [
+            dir.join("tls"),
+            certificates.ca.clone(),
+            certificates.cert.clone(),
+            certificates.key.clone(),
+            hba,
+        ] {
+            chown(&path, uid, gid);
+        }
+    }
+    certificates
 }
 
 /// The directory of the server binaries: [`BIN_VAR`], or the newest
