@@ -1,8 +1,10 @@
 //! The command line of `tollgate`.
 
+use std::fmt;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use tollgate::url::shown;
 
 /// The tollgate operator CLI: check a rules file, read and reset counters,
 /// diagnose a store.
@@ -46,8 +48,9 @@ pub(crate) struct CheckArgs {
     pub(crate) json: bool,
 }
 
-/// Where counters live.
-#[derive(Debug, Args)]
+/// Where counters live. Its `Debug` shows the URL as [`shown`] does:
+/// never a password.
+#[derive(Args)]
 pub(crate) struct StoreArgs {
     /// The store URL: redis://HOST:PORT/DB (redis://:PASSWORD@HOST with a
     /// password), rediss://…, unix:///SOCKET, valkey://…, sqlite:PATH, or
@@ -59,6 +62,14 @@ pub(crate) struct StoreArgs {
         hide_env_values = true
     )]
     pub(crate) store: String,
+}
+
+impl fmt::Debug for StoreArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreArgs")
+            .field("store", &shown(&self.store))
+            .finish()
+    }
 }
 
 /// The store, the rules and one limit: a rule and its key parts.
@@ -111,4 +122,22 @@ pub(crate) struct DoctorArgs {
     /// How many calls measure the round trip.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub(crate) calls: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[test]
+    fn the_debug_output_of_the_command_line_shows_no_password() {
+        for store in ["redis://:hunter2@cache:6379/0", "hunter2@cache:6379"] {
+            let cli = Cli::try_parse_from(["tollgate", "doctor", "--store", store])
+                .unwrap_or_else(|e| panic!("{e}"));
+            let text = format!("{cli:?} {cli:#?}");
+            assert!(!text.contains("hunter2"), "{text}");
+            assert!(text.contains("StoreArgs"), "{text}");
+        }
+    }
 }

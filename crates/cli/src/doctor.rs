@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
+use tollgate::url::shown;
 use tollgate::{Limit, Limiter, Rule, Window};
 
 use crate::args::DoctorArgs;
 use crate::failure::Failure;
-use crate::redact::shown;
 use crate::{server_info, table};
 
 /// Probes the store; a report (warnings included) when it answers and takes

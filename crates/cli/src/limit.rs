@@ -5,11 +5,11 @@
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
 
+use tollgate::url::shown;
 use tollgate::{CounterStore, Limit, Limiter, RetryPolicy, Rule, RuleSet, Visitor};
 
 use crate::args::LimitArgs;
 use crate::failure::Failure;
-use crate::redact::shown;
 use crate::rules_file;
 
 /// A limit, the limiter over its store, and the store as it may be shown.

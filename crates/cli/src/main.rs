@@ -5,7 +5,6 @@ mod check;
 mod doctor;
 mod failure;
 mod limit;
-mod redact;
 mod reset;
 mod rules_file;
 mod server_info;
@@ -17,11 +16,11 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use clap::error::ErrorKind;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use tollgate::url::Redactor;
 
 use crate::args::{Cli, Command, RulesCommand};
 use crate::failure::Failure;
-use crate::redact::Redactor;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -68,6 +67,17 @@ fn run(command: &Command) -> Result<String, Failure> {
     })
 }
 
+/// A redactor for a usage error: a stray argument after a subcommand (a
+/// store URL, or a secret, given without `--store`) is cleaned as a store
+/// URL is, so one that is not a URL is not shown at all. (A mistyped
+/// subcommand or flag is shown: see [`Redactor::for_argument`].)
+fn stray(err: &clap::Error) -> Redactor {
+    match err.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => Redactor::for_argument(arg),
+        _ => Redactor::default(),
+    }
+}
+
 /// Help and version go to stdout (exit 0); a usage error is one line
 /// (exit 2), with no value that was given repeated past a URL's host.
 fn usage(err: &clap::Error) -> ExitCode {
@@ -95,7 +105,7 @@ fn usage(err: &clap::Error) -> ExitCode {
             let message = message.strip_prefix("error: ").unwrap_or(&message);
             eprintln!(
                 "tollgate: error: {} (see --help)",
-                Redactor::default().clean(message)
+                stray(err).clean(message)
             );
             ExitCode::from(2)
         }

@@ -937,3 +937,74 @@ fn usage_errors_are_one_line() {
             .contains("unknown store URL scheme `nope`")
     );
 }
+
+#[test]
+fn no_secret_is_printed_on_any_error_path_of_any_store_url() {
+    // Planted as a password, a bare user, a query field, a token and a
+    // text pasted in the URL's place; every command, from --store and from
+    // TOLLGATE_STORE; stores down, malformed, unknown or not compiled in.
+    // (Longer than 16 characters: a shorter text before `://` reads as a
+    // scheme, and is named.)
+    let secret = "Pl4ntedCl1Secret07";
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let urls = [
+        secret.to_owned(),
+        format!("{secret}@127.0.0.1:{port}"),
+        format!("default:{secret}@127.0.0.1:{port}"),
+        format!("{secret}:"),
+        format!("{secret}://127.0.0.1:{port}"),
+        format!("memory:{secret}"),
+        format!("mysql://user:{secret}@127.0.0.1:{port}/x"),
+        format!("redis://:{secret}@127.0.0.1:{port}"),
+        format!("redis://{secret}@127.0.0.1:{port}/0"),
+        format!("redis://:{secret}@127.0.0.1:99999"),
+        format!("redis://:{secret}@127.0.0.1:{port}/x"),
+        format!("unix:///tmp/tollgate-none-{port}.sock?pass={secret}"),
+        format!("rediss://:{secret}@127.0.0.1:{port}"),
+        format!("redis-cluster://:{secret}@127.0.0.1:{port}"),
+        format!("redis-cluster://:{secret}@127.0.0.1:99999"),
+        format!("postgres://user:{secret}@127.0.0.1:{port}/db"),
+        format!("upstash+https://user:{secret}@127.0.0.1:{port}"),
+        format!("upstash+http://127.0.0.1:{port}?_token={secret}"),
+    ];
+    let token = [("UPSTASH_REDIS_REST_TOKEN", secret)];
+    let mut not_a_url = 0;
+    for url in &urls {
+        let env = [("TOLLGATE_STORE", url.as_str()), token[0]];
+        let runs = [
+            tollgate_with(&["status", "--store", url, "publish", "acme"], b"", &token),
+            tollgate_with(&["status", "--json", "publish", "acme"], b"", &env),
+            tollgate_with(
+                &["reset", "--store", url, "--yes", "publish", "acme"],
+                b"",
+                &token,
+            ),
+            tollgate_with(&["doctor", "--calls", "1"], b"", &env),
+            tollgate_with(&["doctor", "--store", url, "--bogus"], b"", &token),
+        ];
+        for run in &runs {
+            assert_ne!(run.code, 0, "{url}: {run:#?}");
+            assert!(!run.all().contains("panicked"), "{url}: {run:#?}");
+            assert!(
+                !run.all().to_lowercase().contains(&secret.to_lowercase()),
+                "{url}: {run:#?}"
+            );
+            not_a_url += usize::from(run.all().contains("not a URL"));
+        }
+    }
+    // The runs reached the store's errors, not only the parser's.
+    assert!(not_a_url >= 5 * 4, "{not_a_url}");
+    // A forgotten --store: the secret is a stray argument of the parser's.
+    for stray in [secret.to_owned(), format!("{secret}@127.0.0.1:{port}")] {
+        let run = tollgate(&["doctor", &stray]);
+        assert!(
+            run.error_line(2).contains("unexpected argument '***'"),
+            "{run:#?}"
+        );
+        assert!(!run.all().contains(secret), "{run:#?}");
+    }
+}

@@ -1,5 +1,6 @@
 //! [`Options`]: the command line (and environment) of `tollgate-demo`.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,11 +8,16 @@ use std::time::Duration;
 use clap::Parser;
 use clap::builder::RangedU64ValueParser;
 use tollgate::axum::{Network, Trust, VisitorSource};
+use tollgate::url::shown;
 
+use crate::signature::WebhookSecret;
 use crate::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits};
 
 /// A small service guarded by tollgate's default rules.
-#[derive(Clone, Debug, Parser)]
+///
+/// Its `Debug` shows the store URL as [`tollgate::url::shown`] does (scheme
+/// and host, never a password) and no webhook secret.
+#[derive(Clone, Parser)]
 #[command(name = "tollgate-demo", version, about, long_about = None)]
 pub struct Options {
     /// Address to listen on.
@@ -85,6 +91,55 @@ pub struct Options {
     /// Development mode: a request with no client address is the `local` visitor.
     #[arg(long, env = "TOLLGATE_DEV")]
     pub dev: bool,
+
+    /// The GitHub webhook's secret: POST /webhooks/github then accepts only
+    /// deliveries whose X-Hub-Signature-256 is the HMAC-SHA256 of the body
+    /// with it (others are 401 and leave no mark). Without it deliveries are
+    /// unverified. Prefer the environment: a flag shows in the process list.
+    #[arg(
+        long,
+        env = "GITHUB_WEBHOOK_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true,
+        value_parser = parse_secret
+    )]
+    pub github_secret: Option<WebhookSecret>,
+}
+
+/// A webhook secret from the command line or the environment; the error
+/// never repeats the value.
+fn parse_secret(value: &str) -> Result<WebhookSecret, &'static str> {
+    WebhookSecret::new(value.as_bytes()).ok_or("the secret is empty")
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Every field, so that a new one is not left out by mistake.
+        let Options {
+            listen,
+            store,
+            rules,
+            trust,
+            trusted_proxies,
+            header_timeout,
+            metrics_listen,
+            max_connections,
+            dev,
+            github_secret,
+        } = self;
+        f.debug_struct("Options")
+            .field("listen", listen)
+            .field("store", &shown(store))
+            .field("rules", rules)
+            .field("trust", trust)
+            .field("trusted_proxies", trusted_proxies)
+            .field("header_timeout", header_timeout)
+            .field("metrics_listen", metrics_listen)
+            .field("max_connections", max_connections)
+            .field("dev", dev)
+            .field("github_secret", github_secret)
+            .finish()
+    }
 }
 
 impl Options {
@@ -131,6 +186,17 @@ mod tests {
         list.iter()
             .map(|n| n.parse().unwrap_or_else(|e| panic!("{n}: {e}")))
             .collect()
+    }
+
+    #[test]
+    fn the_webhook_secret_is_never_in_debug_output() {
+        let options =
+            Options::try_parse_from(["tollgate-demo", "--github-secret", "hunter2-planted"])
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert!(options.github_secret.is_some());
+        let shown = format!("{options:?} {options:#?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("WebhookSecret(<redacted>)"), "{shown}");
     }
 
     #[test]

@@ -65,7 +65,8 @@ fn endpoint() -> (
     let server = RedisServer::start();
     let token = "bench-token".to_owned();
     let (tx, rx) = std::sync::mpsc::channel();
-    let options = tollgate_rest_proxy::Options::new(server.url(), token.clone());
+    let options = tollgate_rest_proxy::Options::new(server.url(), token.clone())
+        .create_user("tollgate-proxy");
     let thread = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)

@@ -23,6 +23,7 @@ fn child_reads_its_environment() {
         Err(Error::MissingVar(var)) => format!("missing {var}"),
         Err(Error::InvalidUrl(_)) => "invalid url".into(),
         Err(Error::InvalidToken(_)) => "invalid token".into(),
+        Err(err @ Error::PlainHttp { .. }) => format!("plain http: {err}"),
         Err(other) => format!("other {other}"),
     };
     assert!(got.starts_with(&expected), "expected {expected}, got {got}");
@@ -31,7 +32,7 @@ fn child_reads_its_environment() {
 
 #[test]
 fn from_env_reads_both_variables_with_typed_errors() {
-    let cases: [(Option<&str>, Option<&str>, &str); 6] = [
+    let cases: [(Option<&str>, Option<&str>, &str); 8] = [
         (
             Some("https://eu1-x.upstash.io"),
             Some("s3cret"),
@@ -54,6 +55,18 @@ fn from_env_reads_both_variables_with_typed_errors() {
             &format!("missing {TOKEN_VAR}"),
         ),
         (Some("127.0.0.1:8079"), Some("s3cret"), "invalid url"),
+        // The token would cross a network in clear text: refused, unless
+        // the URL opts in for a trusted network.
+        (
+            Some("http://203.0.113.9:8079"),
+            Some("s3cret"),
+            "plain http: the token would travel in clear text to 203.0.113.9:8079",
+        ),
+        (
+            Some("http://203.0.113.9:8079?plain-http=trusted-network"),
+            Some("s3cret"),
+            "ok UpstashStore { address: \"203.0.113.9:8079\"",
+        ),
     ];
     for (url, token, expected) in cases {
         let mut child = Command::new(std::env::current_exe().unwrap());

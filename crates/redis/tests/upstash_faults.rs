@@ -409,3 +409,189 @@ async fn a_short_policy_and_a_request_deadline_bound_every_wait() {
     assert_eq!(held.len(), 2, "{held:?}");
     assert_held_within_the_short_bound(&frozen, "upstash").await;
 }
+
+/// The longest reply body the store reads: 1 MiB, as documented.
+const MAX_BODY: usize = 1 << 20;
+
+/// What a [`Hostile`] endpoint answers.
+#[derive(Clone, Copy, Debug)]
+enum Body {
+    /// `Content-Length: n`: `n` bytes, JSON whitespace then a valid reply.
+    Sized(usize),
+    /// Chunked: `n` bytes, JSON whitespace then a valid reply.
+    Chunked(usize),
+    /// Chunked whitespace without end: up to [`ENDLESS_CAP`], then nothing
+    /// more, the connection held open (a real endless body would exhaust
+    /// the memory of a test run whose bound was removed).
+    Endless,
+}
+
+/// How much an [`Body::Endless`] body sends at most before it stalls.
+const ENDLESS_CAP: usize = 64 << 20;
+
+/// The valid reply to a count of one counter, at the end of every body.
+const REPLY: &[u8] = br#"{"result":[1]}"#;
+
+/// A hostile HTTP endpoint (not a fake of Upstash): it answers every
+/// request with `status` and a huge or endless body, and records for each
+/// connection how many body bytes it wrote and whether the client hung up.
+struct Hostile {
+    port: u16,
+    sent: std::sync::Arc<std::sync::Mutex<Vec<(usize, bool)>>>,
+}
+
+impl Hostile {
+    async fn start(status: u16, body: Body) -> Hostile {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = std::sync::Arc::clone(&sent);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let record = std::sync::Arc::clone(&record);
+                tokio::spawn(async move {
+                    // The request: its head, then the body it declares.
+                    let mut request = Vec::new();
+                    let mut buf = [0; 4096];
+                    loop {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                        let text = String::from_utf8_lossy(&request).to_lowercase();
+                        let Some(end) = text.find("\r\n\r\n") else {
+                            continue;
+                        };
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                    let (framing, total) = match body {
+                        Body::Sized(n) => (format!("content-length: {n}"), n),
+                        Body::Chunked(n) => ("transfer-encoding: chunked".to_owned(), n),
+                        Body::Endless => ("transfer-encoding: chunked".to_owned(), ENDLESS_CAP),
+                    };
+                    let head = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n{framing}\r\n\r\n"
+                    );
+                    if stream.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let chunked = !matches!(body, Body::Sized(_));
+                    let padding = match body {
+                        Body::Endless => total,
+                        _ => total - REPLY.len(),
+                    };
+                    let spaces = vec![b' '; 16 * 1024];
+                    let mut written = 0;
+                    let mut hung_up = false;
+                    while written < total {
+                        let piece = if written < padding {
+                            &spaces[..spaces.len().min(padding - written)]
+                        } else {
+                            REPLY
+                        };
+                        let framed = if chunked {
+                            let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
+                            framed.extend_from_slice(piece);
+                            framed.extend_from_slice(b"\r\n");
+                            framed
+                        } else {
+                            piece.to_vec()
+                        };
+                        if stream.write_all(&framed).await.is_err() {
+                            hung_up = true;
+                            break;
+                        }
+                        written += piece.len();
+                    }
+                    if chunked && !hung_up && !matches!(body, Body::Endless) {
+                        hung_up = stream.write_all(b"0\r\n\r\n").await.is_err();
+                    }
+                    record.lock().unwrap().push((written, hung_up));
+                    if matches!(body, Body::Endless) && !hung_up {
+                        // Stalls, holding the connection open.
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                    }
+                });
+            }
+        });
+        Hostile { port, sent }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Per connection: body bytes written, and whether the client hung up;
+    /// waits up to 5 s for `n` connections to be done.
+    async fn sent(&self, n: usize) -> Vec<(usize, bool)> {
+        let started = Instant::now();
+        while self.sent.lock().unwrap().len() < n && started.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.sent.lock().unwrap().clone()
+    }
+}
+
+/// One direct count of one counter against `endpoint`, with a 5 s deadline:
+/// its counts or its error kind, and how long it took.
+async fn count_against(endpoint: &Hostile) -> (Result<Vec<u64>, &'static str>, Duration) {
+    let store = UpstashStore::open(&endpoint.url(), TOKEN).unwrap();
+    let started = Instant::now();
+    let counted = store
+        .count(
+            &[counter("c", 1, 9)],
+            CheckId::new(),
+            Deadline::after(Duration::from_secs(5)),
+        )
+        .await;
+    (counted.map_err(|e| e.kind()), started.elapsed())
+}
+
+/// A reply body is read up to 1 MiB and no further: a longer one, declared
+/// so or found so while reading it, chunked or endless, is `InvalidReply`
+/// at once (not a count, though each body but the endless one ends in a
+/// valid reply, and not a wait for the deadline), and the store hangs up
+/// rather than drain it; a body of exactly 1 MiB is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_body_over_one_mib_is_an_invalid_reply_read_no_further() {
+    for body in [Body::Sized(MAX_BODY), Body::Chunked(MAX_BODY)] {
+        let endpoint = Hostile::start(200, body).await;
+        let (counted, took) = count_against(&endpoint).await;
+        assert_eq!(counted, Ok(vec![1]), "{body:?} ({took:?})");
+    }
+    for body in [
+        Body::Sized(MAX_BODY + 1),
+        Body::Sized(8 * MAX_BODY),
+        Body::Chunked(MAX_BODY + 1),
+        Body::Chunked(8 * MAX_BODY),
+        Body::Endless,
+    ] {
+        let endpoint = Hostile::start(200, body).await;
+        let (counted, took) = count_against(&endpoint).await;
+        assert_eq!(counted, Err("invalid-reply"), "{body:?} ({took:?})");
+        assert!(took < Duration::from_secs(1), "{body:?} took {took:?}");
+    }
+    // The client hung up on an endless body long before its end (what the
+    // kernel buffers on loopback is far less than the 64 MiB sent at most).
+    let endpoint = Hostile::start(200, Body::Endless).await;
+    let _ = count_against(&endpoint).await;
+    let sent = endpoint.sent(1).await;
+    assert!(
+        matches!(sent[..], [(written, true)] if written < ENDLESS_CAP / 2),
+        "{sent:?}"
+    );
+    // Another status says what happened by itself, whatever its body.
+    let endpoint = Hostile::start(503, Body::Endless).await;
+    let (counted, took) = count_against(&endpoint).await;
+    assert_eq!(counted, Err("busy"), "({took:?})");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+}

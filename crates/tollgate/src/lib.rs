@@ -2,6 +2,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod open;
+pub mod url;
 
 pub use open::{OpenError, open_store};
 pub use tollgate_core::*;

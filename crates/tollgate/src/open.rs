@@ -5,17 +5,32 @@ use std::sync::Arc;
 
 use tollgate_core::{BoxError, Store};
 
+use crate::url::looks_like_scheme;
+
 /// Why [`open_store`] could not open a store. Messages never repeat the URL
-/// past its scheme, so a password in it is not shown.
+/// past its scheme, and name a scheme only when it looks like one, so
+/// neither a password in a URL nor a secret pasted in its place is shown.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
-    /// The URL's scheme is not one of those [`open_store`] lists.
+    /// The URL's scheme is not one of those [`open_store`] lists. It is
+    /// named only when it [looks like a scheme](crate::url::looks_like_scheme)
+    /// (up to 16 ASCII letters, digits, `+`, `-` or `.`, starting with a
+    /// letter) followed by `://`, or is one of the list; otherwise the text
+    /// is [`OpenError::NotAUrl`].
     #[error(
         "unknown store URL scheme `{0}`: expected redis://HOST, redis-cluster://HOST:PORT,…, \
          postgres://HOST/DB, upstash, upstash+https://HOST or sqlite:PATH"
     )]
     UnknownScheme(String),
+    /// The text does not start with a store URL's scheme: it is not shown,
+    /// since it may be a secret pasted in the URL's place.
+    #[error(
+        "the store URL is not a URL (it is not shown): expected redis://HOST, \
+         redis-cluster://HOST:PORT,…, postgres://HOST/DB, upstash, upstash+https://HOST \
+         or sqlite:PATH"
+    )]
+    NotAUrl,
     /// The store of this URL was not compiled in.
     #[error(
         "the {scheme} store is not compiled in: enable the `{feature}` feature of the tollgate crate"
@@ -60,6 +75,22 @@ pub enum OpenError {
 /// | `upstash+https://HOST` (or `upstash+http://HOST:PORT`) | Upstash REST, token from `UPSTASH_REDIS_REST_TOKEN` | `upstash` |
 /// | `memory` | in memory, a **test double** only | `test-util` |
 ///
+/// **Upstash over plain HTTP.** The Upstash token is a bearer token, so
+/// `upstash+http://` (and an `http://` `UPSTASH_REDIS_REST_URL`) is opened
+/// only to a loopback host: a literal `127.0.0.0/8` or `::1` address, or
+/// the exact name `localhost` (no other name is resolved to find out),
+/// which is what a local `tollgate-rest-proxy` uses. For a proxy on a
+/// private network trusted with the token in clear text, opt in with the
+/// query `?plain-http=trusted-network`
+/// (`upstash+http://10.0.0.5:8079?plain-http=trusted-network`); without it
+/// such a URL is [`OpenError::Open`] with `upstash::Error::PlainHttp` as
+/// its source. `https://` needs no opt-in.
+///
+/// **Secrets.** No error of `open_store` (its text, its `Debug`, its
+/// sources) shows a password, a token or a URL's user information, nor a
+/// text that is not a URL (a secret pasted in a URL's place); nor does the
+/// `Debug` of a store it opens.
+///
 /// The store is both a [`CounterStore`](tollgate_core::CounterStore), for a
 /// [`Limiter`](tollgate_core::Limiter), and a
 /// [`MarkStore`](tollgate_core::MarkStore), for
@@ -69,21 +100,27 @@ pub enum OpenError {
 ///
 /// # Errors
 ///
-/// [`OpenError::UnknownScheme`] for another scheme, [`OpenError::NotCompiled`]
+/// [`OpenError::UnknownScheme`] for another scheme, [`OpenError::NotAUrl`]
+/// for a text that does not start with one, [`OpenError::NotCompiled`]
 /// when the store's feature is off, [`OpenError::MissingPath`] for `sqlite:`
 /// alone, [`OpenError::MissingToken`] for `upstash+http(s)://` without a
 /// token and [`OpenError::Open`] when the store refuses to open.
 pub fn open_store(url: &str) -> Result<Arc<dyn Store>, OpenError> {
     let url = url.trim();
     let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
-    let unknown = || OpenError::UnknownScheme(scheme.to_owned());
     let lowercase = scheme.to_ascii_lowercase();
-    let Some(entry) = STORES
-        .iter()
-        .find(|e| e.schemes.contains(&lowercase.as_str()))
-    else {
-        return Err(unknown());
+    let Some((entry, known)) = STORES.iter().find_map(|e| {
+        let known = e.schemes.iter().find(|s| **s == lowercase)?;
+        Some((e, *known))
+    }) else {
+        return Err(if rest.starts_with("//") && looks_like_scheme(scheme) {
+            OpenError::UnknownScheme(scheme.to_owned())
+        } else {
+            OpenError::NotAUrl
+        });
     };
+    // One of the table's own names, never the caller's text.
+    let unknown = || OpenError::UnknownScheme(known.to_owned());
     let target = match entry.takes {
         Takes::Url => url,
         Takes::Path => match rest.strip_prefix("//").unwrap_or(rest) {
@@ -256,12 +293,38 @@ mod tests {
         let err = error("mysql://user:hunter2@db/x");
         assert!(matches!(&err, OpenError::UnknownScheme(s) if s == "mysql"));
         assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert!(matches!(error("counters.sqlite3"), OpenError::NotAUrl));
+        assert!(matches!(error(""), OpenError::NotAUrl));
+        let err = error("MEMORY:extra");
+        assert!(matches!(&err, OpenError::UnknownScheme(s) if s == "memory"));
+    }
+
+    #[test]
+    fn a_text_that_is_not_a_url_is_never_echoed() {
+        for text in [
+            "s3cr3t-token-value",
+            "hunter2@127.0.0.1:6379",
+            "default:hunter2@127.0.0.1:6379",
+            "hunter2:",
+            "AXXXsecretTOKENwithMoreThan16://h",
+            "1hunter2://h",
+            "hun ter2://h",
+            "hunter2\n://h",
+            "redis//hunter2",
+        ] {
+            let err = error(text);
+            assert!(matches!(err, OpenError::NotAUrl), "{text:?}: {err:?}");
+            let shown = format!("{err} {err:?}");
+            assert!(
+                !shown.contains("hunter2") && !shown.contains("s3cr3t"),
+                "{shown}"
+            );
+            assert!(!shown.to_lowercase().contains("secrettoken"), "{shown}");
+        }
         assert!(matches!(
-            error("counters.sqlite3"),
-            OpenError::UnknownScheme(_)
+            error("x-my.store+1://h"),
+            OpenError::UnknownScheme(s) if s == "x-my.store+1"
         ));
-        assert!(matches!(error(""), OpenError::UnknownScheme(_)));
-        assert!(matches!(error("memory:extra"), OpenError::UnknownScheme(_)));
     }
 
     #[test]
@@ -360,6 +423,34 @@ mod tests {
 
     #[cfg(feature = "upstash")]
     #[test]
+    fn upstash_plain_http_is_for_loopback_or_an_opted_in_trusted_network() {
+        let at = |url: &str| opened("upstash", upstash_at(url, Some("s3cret".into())));
+        for url in [
+            "upstash+http://127.0.0.1:8079",
+            "upstash+http://localhost:8079",
+            "upstash+http://[::1]:8079",
+            "upstash+http://10.0.0.5:8079?plain-http=trusted-network",
+        ] {
+            assert!(at(url).is_ok(), "{url}");
+        }
+        let err = at("upstash+http://10.0.0.5:8079").map(|_| ()).unwrap_err();
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert!(
+            matches!(
+                err,
+                OpenError::Open {
+                    store: "upstash",
+                    ..
+                }
+            ) && source.as_deref().is_some_and(
+                |s| s.contains("the token would travel in clear text to 10.0.0.5:8079")
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[cfg(feature = "upstash")]
+    #[test]
     fn upstash_urls_open_without_a_request_and_need_a_token() {
         let at = |url, token| opened("upstash", upstash_at(url, token));
         let text = at("upstash+http://127.0.0.1:1", Some("s3cret".into()))
@@ -416,5 +507,237 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    /// Planted in every URL and token of [`no_error_shows_a_secret`]; found
+    /// nowhere in what an error shows.
+    const SECRET: &str = "Pl4ntedS3cretZq9x";
+
+    /// What an error shows: its text, its `Debug`, and those of each of
+    /// its sources.
+    fn shown(err: &(dyn std::error::Error + 'static)) -> String {
+        let mut text = format!("{err} | {err:?}");
+        let mut source = err.source();
+        while let Some(cause) = source {
+            text.push_str(&format!(" | {cause} | {cause:?}"));
+            source = cause.source();
+        }
+        text
+    }
+
+    /// Fails when `text` holds [`SECRET`] (in any case).
+    fn assert_hidden(what: &str, text: &str) {
+        assert!(
+            !text.to_lowercase().contains(&SECRET.to_lowercase()),
+            "{what} shows the secret: {text}"
+        );
+    }
+
+    /// A loopback port nothing listens on (bound, then closed).
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    }
+
+    /// Opens `url`; its error, or a call's error (and the limiter's
+    /// warnings and verdict) once it opened, none showing the secret. What
+    /// happened, for the caller's assertions.
+    async fn run_every_path(url: &str) -> String {
+        use tollgate_core::CounterStore as _;
+
+        let store = match open_store(url) {
+            Ok(store) => store,
+            Err(err) => {
+                let text = shown(&err);
+                assert_hidden(url, &text);
+                return format!("open error: {text}");
+            }
+        };
+        assert_hidden(url, &format!("{store:?}"));
+        let counter = tollgate_core::Counter {
+            key: "limit:secrets:1".into(),
+            ttl: std::time::Duration::from_secs(60),
+            cost: 1,
+            max: 5,
+        };
+        let deadline = tollgate_core::Deadline::after(std::time::Duration::from_millis(500));
+        let called = store
+            .count(&[counter], tollgate_core::CheckId::new(), deadline)
+            .await;
+        let text = match &called {
+            Ok(counts) => format!("counted {counts:?}"),
+            Err(err) => format!("call error: {}", shown(err)),
+        };
+        assert_hidden(url, &text);
+        let limiter = tollgate_core::Limiter::new(store);
+        let rule = tollgate_core::Rule::new("secrets", 5, tollgate_core::Window::DAY)
+            .and_then(|r| r.with_key(&["id"]))
+            .unwrap();
+        let limit = rule.limit(&["x"]).unwrap();
+        let logs = tollgate_test_support::Logs::default();
+        let verdict = logs.capture(limiter.count(&[limit])).await;
+        let verdict = match verdict {
+            Ok(verdict) => format!("{verdict:?}"),
+            Err(err) => shown(&err),
+        };
+        assert_hidden(url, &verdict);
+        assert_hidden(url, &logs.text());
+        text
+    }
+
+    /// Every error path of `open_store`, and of a first call on a store it
+    /// opened lazily, with a secret planted as a password, a token, user
+    /// information or a text in a URL's place: no error text, `Debug`,
+    /// source or log line shows it.
+    #[tokio::test]
+    async fn no_error_shows_a_secret() {
+        let port = closed_port();
+        let mut urls = vec![
+            // Not URLs: a secret pasted in a URL's place.
+            SECRET.to_owned(),
+            format!("{SECRET}@127.0.0.1:6379"),
+            format!("user:{SECRET}@127.0.0.1:6379"),
+            format!("{SECRET}:x"),
+            format!("{SECRET}://127.0.0.1"),
+            // Unknown or malformed schemes.
+            format!("mysql://user:{SECRET}@127.0.0.1/x"),
+            format!("memory:{SECRET}"),
+            format!("upstash:{SECRET}"),
+            "sqlite:".to_owned(),
+        ];
+        for scheme in [
+            "redis",
+            "rediss",
+            "valkey",
+            "valkeys",
+            "redis-cluster",
+            "rediss-cluster",
+        ] {
+            urls.extend([
+                // Nothing listens there: opens lazily, the call fails.
+                format!("{scheme}://:{SECRET}@127.0.0.1:{port}"),
+                format!("{scheme}://user:{SECRET}@127.0.0.1:{port}/0"),
+                // A bad port, a bad database, no host.
+                format!("{scheme}://:{SECRET}@127.0.0.1:99999"),
+                format!("{scheme}://:{SECRET}@127.0.0.1:{port}/x"),
+                format!("{scheme}://:{SECRET}@"),
+                format!("{scheme}://{SECRET}@127.0.0.1:{port}?password={SECRET}"),
+            ]);
+        }
+        for scheme in ["postgres", "postgresql"] {
+            urls.extend([
+                format!("{scheme}://user:{SECRET}@127.0.0.1:{port}/db"),
+                format!("{scheme}://user:{SECRET}@127.0.0.1:99999/db"),
+                format!("{scheme}://user@127.0.0.1:{port}/db?password={SECRET}"),
+                format!("{scheme}://user:{SECRET}@127.0.0.1:{port}/db?sslmode=bogus"),
+                format!("{scheme}://user:{SECRET}@127.0.0.1:{port}/db?connect_timeout=x"),
+            ]);
+        }
+        for scheme in ["upstash+http", "upstash+https"] {
+            urls.extend([
+                format!("{scheme}://user:{SECRET}@127.0.0.1:{port}"),
+                format!("{scheme}://{SECRET}@127.0.0.1:{port}"),
+                format!("{scheme}://127.0.0.1:{port}?_token={SECRET}"),
+                format!("{scheme}://127.0.0.1:{port}/{SECRET}"),
+                format!("{scheme}://127.0.0.1:99999"),
+                // Without UPSTASH_REDIS_REST_TOKEN in this process.
+                format!("{scheme}://127.0.0.1:{port}"),
+            ]);
+        }
+        let mut seen = Vec::new();
+        for url in &urls {
+            let what = run_every_path(url).await;
+            println!("{url}: {what}");
+            seen.push(what);
+        }
+        // The paths ran: each kind of failure was met at least once.
+        let all = seen.join("\n");
+        assert!(
+            all.contains("NotAUrl") && all.contains("UnknownScheme"),
+            "{all}"
+        );
+        if cfg!(feature = "redis") {
+            assert!(all.contains("call error"), "{all}");
+        }
+        if cfg!(feature = "upstash") {
+            assert!(all.contains("MissingToken"), "{all}");
+        }
+    }
+
+    /// Set in a child of [`no_upstash_error_shows_its_token`]: the URL the
+    /// child opens (its token, and the `upstash` scheme's URL, are in its
+    /// environment).
+    const CHILD_URL: &str = "TOLLGATE_SECRETS_CHILD_URL";
+
+    /// The child's half: does nothing unless [`CHILD_URL`] is set.
+    #[tokio::test]
+    async fn child_opens_the_url_of_its_environment() {
+        if let Ok(url) = std::env::var(CHILD_URL) {
+            println!("child: {}", run_every_path(&url).await);
+        }
+    }
+
+    /// The Upstash token, in `UPSTASH_REDIS_REST_TOKEN` as `open_store`
+    /// takes it (and a URL in `UPSTASH_REDIS_REST_URL` for `upstash`), on
+    /// every error path: the URL refused (plain http to a host that is not
+    /// loopback, user information, a query, a bad port), the endpoint
+    /// unreachable. Each case runs in a child process with its own
+    /// environment.
+    #[cfg(feature = "upstash")]
+    #[test]
+    fn no_upstash_error_shows_its_token() {
+        let port = closed_port();
+        let refused = [
+            format!("http://203.0.113.9:{port}"),
+            format!("http://user:{SECRET}@127.0.0.1:{port}"),
+            format!("http://127.0.0.1:{port}?token={SECRET}"),
+            "http://127.0.0.1:99999".to_owned(),
+            SECRET.to_owned(),
+        ];
+        let mut cases: Vec<(String, Option<String>, &str)> = Vec::new();
+        for url in &refused {
+            let via = url.replacen("http", "upstash+http", 1);
+            if via.starts_with("upstash+") {
+                cases.push((via, None, "open error"));
+            }
+            cases.push(("upstash".into(), Some(url.clone()), "open error"));
+        }
+        let unreachable = format!("http://127.0.0.1:{port}");
+        cases.push((format!("upstash+{unreachable}"), None, "call error"));
+        cases.push(("upstash".into(), Some(unreachable), "call error"));
+        cases.push((
+            "upstash+http://203.0.113.9:9?plain-http=trusted-network".into(),
+            None,
+            "call error",
+        ));
+        for (url, env_url, expected) in cases {
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+            child
+                .args([
+                    "--exact",
+                    "open::tests::child_opens_the_url_of_its_environment",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_URL, &url)
+                .env("UPSTASH_REDIS_REST_TOKEN", SECRET)
+                .env_remove("UPSTASH_REDIS_REST_URL");
+            if let Some(env_url) = &env_url {
+                child.env("UPSTASH_REDIS_REST_URL", env_url);
+            }
+            let output = child.output().unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let what = format!("{url} with {env_url:?}");
+            assert!(output.status.success(), "{what}: {text}");
+            assert!(
+                text.contains(&format!("child: {expected}")),
+                "{what}: {text}"
+            );
+            assert_hidden(&what, &text);
+        }
     }
 }

@@ -1,9 +1,16 @@
 //! [`Endpoint`]: an Upstash REST URL and token, checked before any request.
 
+use std::net::IpAddr;
+
 use reqwest::Url;
 use reqwest::header::HeaderValue;
 
 use super::Error;
+use super::options::{PlainHttp, UpstashOptions};
+
+/// The query that opts a URL in to plain `http://` on a trusted network,
+/// as [`PlainHttp::TrustedNetwork`] does.
+pub(crate) const TRUSTED_NETWORK_QUERY: &str = "plain-http=trusted-network";
 
 /// Where requests go and how they authenticate.
 pub(crate) struct Endpoint {
@@ -17,10 +24,12 @@ pub(crate) struct Endpoint {
 
 impl Endpoint {
     /// Reads `url` (`https://HOST[:PORT]`, `http://HOST[:PORT]`, or either
-    /// with an `upstash+` prefix) and `token`. Surrounding whitespace is
-    /// ignored in both.
-    pub(crate) fn new(url: &str, token: &str) -> Result<Endpoint, Error> {
-        let (root, address) = parse_url(url)?;
+    /// with an `upstash+` prefix, and optionally the query
+    /// [`TRUSTED_NETWORK_QUERY`]) and `token`. Surrounding whitespace is
+    /// ignored in both. `http://` is refused to a host that is not loopback
+    /// unless `options` or the URL opt in.
+    pub(crate) fn new(url: &str, token: &str, options: &UpstashOptions) -> Result<Endpoint, Error> {
+        let (root, address) = parse_url(url, options)?;
         Ok(Endpoint {
             root,
             address,
@@ -29,7 +38,7 @@ impl Endpoint {
     }
 }
 
-fn parse_url(url: &str) -> Result<(Url, String), Error> {
+fn parse_url(url: &str, options: &UpstashOptions) -> Result<(Url, String), Error> {
     let url = url.trim();
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(Error::InvalidUrl(
@@ -55,16 +64,26 @@ fn parse_url(url: &str) -> Result<(Url, String), Error> {
         }
         _ => return Err(Error::UnsupportedScheme("?".into())),
     }
-    let parsed = Url::parse(&format!("{scheme}://{rest}"))
+    let mut parsed = Url::parse(&format!("{scheme}://{rest}"))
         .map_err(|_| Error::InvalidUrl("it is not https://HOST or http://HOST:PORT"))?;
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(Error::InvalidUrl(
             "it holds user information: the token goes in UPSTASH_REDIS_REST_TOKEN",
         ));
     }
-    if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(Error::InvalidUrl("it has a query or a fragment"));
+    if parsed.fragment().is_some() {
+        return Err(Error::InvalidUrl("it has a fragment"));
     }
+    let trusted_network = match parsed.query() {
+        None => options.plain_http == PlainHttp::TrustedNetwork,
+        Some(TRUSTED_NETWORK_QUERY) => true,
+        Some(_) => {
+            return Err(Error::InvalidUrl(
+                "it has a query: the only one allowed is ?plain-http=trusted-network",
+            ));
+        }
+    };
+    parsed.set_query(None);
     if parsed.path() != "/" {
         return Err(Error::InvalidUrl(
             "it has a path: expected https://HOST or http://HOST:PORT",
@@ -78,7 +97,25 @@ fn parse_url(url: &str) -> Result<(Url, String), Error> {
         .port_or_known_default()
         .ok_or(Error::InvalidUrl("it has no port"))?;
     let address = format!("{host}:{port}");
+    if scheme == "http" && !trusted_network && !is_loopback(host) {
+        return Err(Error::PlainHttp { address });
+    }
     Ok((parsed, address))
+}
+
+/// Whether `host` (as a parsed URL writes it: lowercase, IPv6 in brackets,
+/// IPv4 in dotted decimal) is this machine without asking a resolver: a
+/// literal loopback address (`127.0.0.0/8`, `::1`) or the exact name
+/// `localhost`. Any other name is not, whatever it resolves to.
+fn is_loopback(host: &str) -> bool {
+    if host == "localhost" {
+        return true;
+    }
+    let literal = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    literal.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 fn authorization(token: &str) -> Result<HeaderValue, Error> {
@@ -103,10 +140,18 @@ mod tests {
 
     use super::*;
 
+    fn endpoint(url: &str, token: &str) -> Result<Endpoint, Error> {
+        Endpoint::new(url, token, &UpstashOptions::default())
+    }
+
     fn address(url: &str) -> String {
-        Endpoint::new(url, "t")
+        endpoint(url, "t")
             .map(|e| e.address)
             .unwrap_or_else(|e| panic!("{url}: {e}"))
+    }
+
+    fn trusted() -> UpstashOptions {
+        UpstashOptions::default().plain_http(PlainHttp::TrustedNetwork)
     }
 
     #[test]
@@ -115,9 +160,80 @@ mod tests {
         assert_eq!(address("upstash+http://127.0.0.1:8079/"), "127.0.0.1:8079");
         assert_eq!(address("  http://localhost:1\n"), "localhost:1");
         assert_eq!(address("HTTP://[::1]:8079"), "[::1]:8079");
-        assert_eq!(address("http://example.com"), "example.com:80");
-        let root = Endpoint::new("upstash+http://h:9", "t").unwrap().root;
-        assert_eq!(root.as_str(), "http://h:9/");
+        assert_eq!(address("http://LOCALHOST:2"), "localhost:2");
+        assert_eq!(address("http://127.9.8.7:1"), "127.9.8.7:1");
+        let root = endpoint("upstash+http://127.0.0.1:9", "t").unwrap().root;
+        assert_eq!(root.as_str(), "http://127.0.0.1:9/");
+    }
+
+    #[test]
+    fn plain_http_to_a_host_that_is_not_loopback_is_refused_naming_the_rule() {
+        for (url, shown) in [
+            ("http://example.com", "example.com:80"),
+            ("upstash+http://h:9", "h:9"),
+            ("http://10.0.0.5:8079", "10.0.0.5:8079"),
+            ("http://192.168.1.2:1", "192.168.1.2:1"),
+            ("http://[::2]:1", "[::2]:1"),
+            ("http://[::ffff:127.0.0.1]:1", "[::ffff:7f00:1]:1"),
+            ("http://0.0.0.0:1", "0.0.0.0:1"),
+            // Names are not resolved: only the exact name `localhost` is.
+            ("http://localhost.:1", "localhost.:1"),
+            ("http://localhost.example.com:1", "localhost.example.com:1"),
+            ("http://127.0.0.1.nip.io:1", "127.0.0.1.nip.io:1"),
+        ] {
+            match endpoint(url, "t") {
+                Err(Error::PlainHttp { address }) => assert_eq!(address, shown, "{url}"),
+                Err(other) => panic!("{url}: {other:?}"),
+                Ok(_) => panic!("{url} opened"),
+            }
+            let text = endpoint(url, "t").map(|_| ()).unwrap_err().to_string();
+            assert!(
+                text.contains("clear text")
+                    && text.contains("https://")
+                    && text.contains("?plain-http=trusted-network"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn plain_http_to_a_trusted_network_is_an_explicit_opt_in() {
+        let opened = |url: &str, options: &UpstashOptions| {
+            Endpoint::new(url, "t", options)
+                .map(|e| (e.address, e.root.to_string()))
+                .unwrap_or_else(|e| panic!("{url}: {e}"))
+        };
+        let want = (
+            "10.0.0.5:8079".to_owned(),
+            "http://10.0.0.5:8079/".to_owned(),
+        );
+        assert_eq!(opened("http://10.0.0.5:8079", &trusted()), want);
+        // The URL form; the query is not sent.
+        for url in [
+            "http://10.0.0.5:8079?plain-http=trusted-network",
+            "upstash+http://10.0.0.5:8079/?plain-http=trusted-network",
+        ] {
+            assert_eq!(opened(url, &UpstashOptions::default()), want, "{url}");
+        }
+        // Anything else in the query is refused, and not echoed.
+        for url in [
+            "http://10.0.0.5:8079?plain-http=yes",
+            "http://10.0.0.5:8079?PLAIN-HTTP=TRUSTED-NETWORK",
+            "http://10.0.0.5:8079?plain-http=trusted-network&x=1",
+            "http://10.0.0.5:8079?plain-http",
+        ] {
+            let err = endpoint(url, "t").map(|_| ()).unwrap_err();
+            assert!(matches!(err, Error::InvalidUrl(_)), "{url}: {err:?}");
+        }
+        // The opt-in changes nothing for https or loopback.
+        assert_eq!(
+            opened("http://127.0.0.1:1?plain-http=trusted-network", &trusted()).0,
+            "127.0.0.1:1"
+        );
+        assert_eq!(
+            format!("{:?}", trusted()),
+            "UpstashOptions { plain_http: TrustedNetwork }"
+        );
     }
 
     #[cfg(feature = "tls")]
@@ -134,7 +250,7 @@ mod tests {
     #[test]
     fn https_needs_the_tls_feature() {
         assert!(matches!(
-            Endpoint::new("https://h", "t"),
+            endpoint("https://h", "t"),
             Err(Error::TlsNotEnabled)
         ));
     }
@@ -159,7 +275,9 @@ mod tests {
             String::new(),
         ];
         for url in cases {
-            let err = Endpoint::new(&url, "t").map(|_| ()).unwrap_err();
+            let err = Endpoint::new(&url, "t", &trusted())
+                .map(|_| ())
+                .unwrap_err();
             assert!(
                 matches!(err, Error::InvalidUrl(_) | Error::UnsupportedScheme(_)),
                 "{url}: {err:?}"
@@ -169,7 +287,7 @@ mod tests {
             assert!(!text.contains("axxx"), "{text}");
         }
         assert!(matches!(
-            Endpoint::new("redis://h", "t").map(|_| ()),
+            endpoint("redis://h", "t").map(|_| ()),
             Err(Error::UnsupportedScheme(s)) if s == "redis"
         ));
     }
@@ -177,10 +295,12 @@ mod tests {
     #[test]
     fn refuses_tokens_a_header_cannot_carry() {
         for token in ["", "  ", "a b", "tok\nen", "é"] {
-            let err = Endpoint::new("http://h:1", token).map(|_| ()).unwrap_err();
+            let err = endpoint("http://127.0.0.1:1", token)
+                .map(|_| ())
+                .unwrap_err();
             assert!(matches!(err, Error::InvalidToken(_)), "{token:?}");
         }
-        let endpoint = Endpoint::new("http://h:1", " AXabc= \n").unwrap();
+        let endpoint = endpoint("http://127.0.0.1:1", " AXabc= \n").unwrap();
         assert_eq!(endpoint.authorization.to_str().unwrap(), "Bearer AXabc=");
         assert!(endpoint.authorization.is_sensitive());
     }

@@ -25,6 +25,19 @@ pub enum Error {
     /// An `https://` URL was given to a build without the `tls` feature.
     #[error("https:// needs the `tls` feature of tollgate-redis")]
     TlsNotEnabled,
+    /// An `http://` URL to a host that is not loopback, without the opt-in
+    /// for a trusted network: the token would cross the network in clear
+    /// text. Use `https://`, or opt in with `?plain-http=trusted-network`
+    /// or [`PlainHttp::TrustedNetwork`](super::PlainHttp::TrustedNetwork).
+    #[error(
+        "the token would travel in clear text to {address}: use https://, or, on a private \
+         network trusted with the token, opt in with ?plain-http=trusted-network \
+         (plain http is otherwise only for a loopback host: 127.0.0.0/8, ::1 or localhost)"
+    )]
+    PlainHttp {
+        /// The endpoint's `host:port` (never its token).
+        address: String,
+    },
     /// The token is empty or holds characters an HTTP header cannot carry.
     #[error("invalid Upstash REST token: {0}")]
     InvalidToken(&'static str),

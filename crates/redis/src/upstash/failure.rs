@@ -8,6 +8,7 @@
 //! | another HTTP 5xx (the proxy or Upstash could not reach Redis) | `Connection` | yes |
 //! | HTTP 401 or 403: the token was refused (logged once per store, at ERROR) | `Backend` | no |
 //! | a body that is not the JSON expected, or cut short | `InvalidReply` | no |
+//! | an HTTP 200 or 400 body over [`MAX_BODY`] (1 MiB), read no further | `InvalidReply` | no |
 //! | any other HTTP status | `Backend` | no |
 //!
 //! An error reply (`{"error": ...}` with HTTP 200 or 400) is the server's,
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use tollgate_core::StoreError;
 
+use super::http::MAX_BODY;
 use crate::failure::clipped;
 
 /// What failed: the source of a [`StoreError`]. It names the endpoint by
@@ -91,6 +93,16 @@ pub(crate) fn from_body(err: reqwest::Error, waited: Duration) -> StoreError {
     }
     tracing::debug!(error = %err.without_url(), "an Upstash reply body could not be read");
     StoreError::InvalidReply("the reply body could not be read to its end".into())
+}
+
+/// An answer to a command (HTTP 200 or 400) whose body is longer than
+/// [`MAX_BODY`]: no reply of a command is, so it is not one. Not transient,
+/// as a body cut short is not.
+pub(crate) fn too_long() -> StoreError {
+    StoreError::InvalidReply(format!(
+        "the reply body is over {} KiB, longer than any reply",
+        MAX_BODY / 1024
+    ))
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ impl Post for Fake {
             .unwrap_or((500, String::new()));
         Ok(Response {
             status,
-            body: body.into_bytes(),
+            body: Some(body.into_bytes()),
         })
     }
 }
@@ -276,5 +276,37 @@ async fn bad_answers_are_typed_errors_never_counts() {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), *kind, "{status} {body}");
+    }
+}
+
+/// Answers every request with `status` and a body over the bound.
+struct Oversized(u16);
+
+#[async_trait]
+impl Post for Oversized {
+    async fn post(&self, _: Vec<u8>, _: Deadline) -> Result<Response, StoreError> {
+        Ok(Response {
+            status: self.0,
+            body: None,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_body_over_the_bound_is_no_answer_and_a_status_says_what_it_says() {
+    for (status, kind) in [
+        (200, "invalid-reply"),
+        (400, "invalid-reply"),
+        (503, "busy"),
+        (500, "connection"),
+        (401, "backend"),
+    ] {
+        let store = UpstashStore::with_http(Box::new(Oversized(status)), "h:1".into());
+        let err = store
+            .count(&[counter("a", 1, 5)], CheckId::new(), deadline())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), kind, "{status}");
+        assert!(!err.is_transient() || status >= 500, "{status}");
     }
 }

@@ -26,20 +26,31 @@ const IDLE_KEPT: Duration = Duration::from_secs(30);
 /// may be in flight at once without opening a connection after a quiet spell.
 const MAX_IDLE: usize = 64;
 
+/// The longest response body read: 1 MiB. A tollgate reply is a JSON
+/// array of at most one count per counter of the call, each at most 19
+/// bytes (2^53 as a quoted JSON string, and a comma), or one short error
+/// text; 1 MiB holds over 50,000 counters in one call, where a check names
+/// a handful. Past it a body is not read further (nor kept): a broken or
+/// hostile endpoint costs at most this much memory per call in flight.
+pub(crate) const MAX_BODY: usize = 1 << 20;
+
 /// What an endpoint answered: the HTTP status and the whole body.
 #[derive(Debug)]
 pub(crate) struct Response {
     pub(crate) status: u16,
-    pub(crate) body: Vec<u8>,
+    /// The body, or `None` when it was longer than [`MAX_BODY`] (declared
+    /// so, or found so while reading it: the rest was not read).
+    pub(crate) body: Option<Vec<u8>>,
 }
 
 /// One HTTP request per call: `POST /` with a JSON body (one command).
 #[async_trait]
 pub(crate) trait Post: Send + Sync + 'static {
     /// Posts `body` (one command) to the endpoint's root with the store's
-    /// token, within `deadline`. Errors are [`StoreError`]s already:
-    /// `Connection` when the request could not be sent, `Timeout` when the
-    /// deadline came first, `InvalidReply` when the body could not be read.
+    /// token, within `deadline`, and reads at most [`MAX_BODY`] bytes of
+    /// the answer. Errors are [`StoreError`]s already: `Connection` when
+    /// the request could not be sent, `Timeout` when the deadline came
+    /// first, `InvalidReply` when the body could not be read.
     async fn post(&self, body: Vec<u8>, deadline: Deadline) -> Result<Response, StoreError>;
 }
 
@@ -78,7 +89,7 @@ impl Post for Http {
     /// for it never outlives the call.
     async fn post(&self, body: Vec<u8>, deadline: Deadline) -> Result<Response, StoreError> {
         let waited = deadline.remaining();
-        let response = self
+        let mut response = self
             .client
             .post(self.root.clone())
             .header(AUTHORIZATION, self.authorization.clone())
@@ -89,13 +100,57 @@ impl Post for Http {
             .await
             .map_err(|err| failure::from_send(err, &self.address, waited))?;
         let status = response.status().as_u16();
-        let body = response
-            .bytes()
+        let body = bounded_body(&mut response)
             .await
             .map_err(|err| failure::from_body(err, waited))?;
-        Ok(Response {
-            status,
-            body: body.to_vec(),
-        })
+        Ok(Response { status, body })
+    }
+}
+
+/// The body of `response`, or `None` as soon as it is known to be longer
+/// than [`MAX_BODY`]: by its `Content-Length` (then nothing is read), or
+/// while reading it (then no further chunk is read). Never more than
+/// `MAX_BODY` bytes are kept; the connection of a body left unread is
+/// closed, not reused.
+async fn bounded_body(response: &mut reqwest::Response) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    let declared = response.content_length().unwrap_or(0);
+    if declared > MAX_BODY as u64 {
+        return Ok(None);
+    }
+    // At most MAX_BODY, so the conversion cannot fail.
+    let mut body = Vec::with_capacity(usize::try_from(declared).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await? {
+        if !appended(&mut body, &chunk, MAX_BODY) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(body))
+}
+
+/// Appends `chunk` to `body` when the two together are at most `limit`
+/// bytes long; `false`, `body` unchanged, otherwise.
+fn appended(body: &mut Vec<u8>, chunk: &[u8], limit: usize) -> bool {
+    if chunk.len() > limit.saturating_sub(body.len()) {
+        return false;
+    }
+    body.extend_from_slice(chunk);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_grows_up_to_the_limit_and_never_past_it() {
+        let mut body = Vec::new();
+        assert!(appended(&mut body, b"abc", 5));
+        assert!(appended(&mut body, b"de", 5));
+        assert!(appended(&mut body, b"", 5));
+        assert!(!appended(&mut body, b"f", 5));
+        assert_eq!(body, b"abcde");
+        let mut body = Vec::new();
+        assert!(!appended(&mut body, &[b' '; 6], 5));
+        assert!(body.is_empty());
     }
 }

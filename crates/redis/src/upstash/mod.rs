@@ -11,7 +11,10 @@ mod error;
 mod failure;
 #[cfg(test)]
 mod fake;
+#[doc(hidden)]
+pub mod fuzz;
 mod http;
+mod options;
 
 use std::fmt;
 use std::sync::Arc;
@@ -29,6 +32,7 @@ use endpoint::Endpoint;
 use http::{Http, Post};
 
 pub use error::Error;
+pub use options::{PlainHttp, UpstashOptions};
 
 /// The environment variable holding the REST URL, as Upstash names it.
 pub const URL_VAR: &str = "UPSTASH_REDIS_REST_URL";
@@ -65,11 +69,15 @@ impl fmt::Debug for UpstashStore {
 }
 
 impl UpstashStore {
-    /// A store on the endpoint `url` with `token`.
+    /// A store on the endpoint `url` with `token`, with the default
+    /// [`UpstashOptions`]: `http://` only to a loopback host.
     ///
-    /// `url` is `https://HOST` (Upstash), `http://HOST:PORT` (a local proxy),
-    /// or either with an `upstash+` prefix (the facade's form). Nothing is
-    /// sent until the first call, so this succeeds while the endpoint is down.
+    /// `url` is `https://HOST` (Upstash), `http://HOST:PORT` to a loopback
+    /// host (a local proxy), or either with an `upstash+` prefix (the
+    /// facade's form). `http://` to another host is refused unless the URL
+    /// ends in `?plain-http=trusted-network` (or see
+    /// [`open_with`](UpstashStore::open_with)). Nothing is sent until the
+    /// first call, so this succeeds while the endpoint is down.
     ///
     /// ```
     /// let store = tollgate_redis::UpstashStore::open("http://127.0.0.1:8079", "TOKEN")?;
@@ -79,10 +87,26 @@ impl UpstashStore {
     ///
     /// # Errors
     ///
-    /// [`Error`] when the URL or the token cannot be used, or `https://`
-    /// is asked of a build without the `tls` feature.
+    /// [`Error`] when the URL or the token cannot be used, `http://` is
+    /// asked to a host that is not loopback ([`Error::PlainHttp`]), or
+    /// `https://` of a build without the `tls` feature.
     pub fn open(url: &str, token: &str) -> Result<UpstashStore, Error> {
-        let endpoint = Endpoint::new(url, token)?;
+        UpstashStore::open_with(url, token, UpstashOptions::default())
+    }
+
+    /// A store on the endpoint `url` with `token`, opened as `options`
+    /// say: as [`open`](UpstashStore::open), and with
+    /// [`PlainHttp::TrustedNetwork`] `http://` to any host.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](UpstashStore::open).
+    pub fn open_with(
+        url: &str,
+        token: &str,
+        options: UpstashOptions,
+    ) -> Result<UpstashStore, Error> {
+        let endpoint = Endpoint::new(url, token, &options)?;
         let address = endpoint.address.clone();
         Ok(UpstashStore::with_http(
             Box::new(Http::new(endpoint)?),
@@ -99,9 +123,18 @@ impl UpstashStore {
     /// [`Error::MissingVar`] or [`Error::InvalidVar`] when a variable is
     /// unset, empty or not Unicode; otherwise as [`open`](UpstashStore::open).
     pub fn from_env() -> Result<UpstashStore, Error> {
+        UpstashStore::from_env_with(UpstashOptions::default())
+    }
+
+    /// As [`from_env`](UpstashStore::from_env), opened as `options` say.
+    ///
+    /// # Errors
+    ///
+    /// As [`from_env`](UpstashStore::from_env).
+    pub fn from_env_with(options: UpstashOptions) -> Result<UpstashStore, Error> {
         let url = var(URL_VAR)?;
         let token = var(TOKEN_VAR)?;
-        UpstashStore::open(&url, &token)
+        UpstashStore::open_with(&url, &token, options)
     }
 
     fn with_http(http: Box<dyn Post>, address: String) -> UpstashStore {
@@ -155,9 +188,13 @@ impl Rest {
     /// Sends one command (`POST /`) and reads its answer.
     async fn request(&self, body: Vec<u8>, deadline: Deadline) -> Result<Reply, StoreError> {
         let response = self.http.post(body, deadline).await?;
-        match response.status {
-            200 | 400 => answer::read(response.status, &response.body),
-            status => {
+        match (response.status, response.body) {
+            (200 | 400, Some(body)) => answer::read(response.status, &body),
+            // No command's answer is this long: not an answer at all.
+            (200 | 400, None) => Err(failure::too_long()),
+            // Another status says what happened by itself; an error text
+            // is read from a body of bounded length only.
+            (status, body) => {
                 if matches!(status, 401 | 403) && !self.refusal_logged.swap(true, Ordering::Relaxed)
                 {
                     tracing::error!(
@@ -168,7 +205,8 @@ impl Rest {
                          every call fails until it is fixed (logged once per store)"
                     );
                 }
-                Err(failure::from_status(status, &response.body, &self.address))
+                let body = body.unwrap_or_default();
+                Err(failure::from_status(status, &body, &self.address))
             }
         }
     }

@@ -37,7 +37,7 @@ impl Proxy {
     fn serve(&mut self) {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<SocketAddr>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let options = Options::new(self.redis_url.clone(), TOKEN);
+        let options = Options::new(self.redis_url.clone(), TOKEN).create_user("tollgate-proxy");
         let port = self.port;
         let thread = std::thread::Builder::new()
             .name(format!("rest-proxy-{port}"))
