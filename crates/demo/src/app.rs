@@ -1,12 +1,14 @@
 //! The demo's routes and their guards.
 
+use std::future::poll_fn;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use std::time::Duration;
-
-use axum::body::{Body, Bytes, to_bytes};
-use axum::extract::{FromRef, Path, Request, State};
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::rejection::RawPathParamsRejection;
+use axum::extract::{FromRef, FromRequestParts, RawPathParams, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -17,9 +19,10 @@ use serde_json::json;
 use tollgate::axum::{
     ClientVisitor, Guard, KeyPart, Problem, Rejection, VisitorSource, check, fields, problem,
 };
-use tollgate::{Deliveries, Limit, Limiter, MarkStore, Mode, Policy, Rule, RuleSet};
+use tollgate::{Deliveries, Limit, Limiter, MarkStore, Mode, Policy, Rule, RuleSet, Verdict};
 
 use crate::Work;
+use crate::signature::{SIGNATURE_HEADER, SignatureError, WebhookSecret};
 
 /// The header GitHub names each webhook delivery with.
 pub const DELIVERY_HEADER: &str = "x-github-delivery";
@@ -35,6 +38,8 @@ struct Demo {
     deliveries: Deliveries,
     ask: Arc<AskRules>,
     visitors: VisitorSource,
+    /// The GitHub webhook's secret; `None`: deliveries are unverified.
+    github_secret: Option<WebhookSecret>,
 }
 
 impl FromRef<Demo> for VisitorSource {
@@ -51,6 +56,8 @@ struct AskRules {
     site: Rule,
     all: Rule,
     tokens: Rule,
+    /// The largest ask body read: [`max_ask_body`] of `tokens`' max.
+    max_body: u64,
 }
 
 impl AskRules {
@@ -67,12 +74,14 @@ impl AskRules {
             }
             Ok(rule.clone())
         };
+        let tokens = keyed("ask-tokens", 1)?;
         Ok(AskRules {
             burst: keyed("ask-burst", 1)?,
             ask: keyed("ask", 2)?,
             site: keyed("ask-site", 1)?,
             all: keyed("ask-all", 0)?,
-            tokens: keyed("ask-tokens", 1)?,
+            max_body: max_ask_body(tokens.max()),
+            tokens,
         })
     }
 
@@ -92,19 +101,145 @@ impl AskRules {
             self.tokens.limit(&[project])?.with_cost(estimate)?,
         ])
     }
+
+    /// Gives back the whole `ask-tokens` reservation of `verdict`: an ask
+    /// admitted whose body then proved unusable (malformed, cut short or
+    /// slow) did no AI work, so it used no tokens. The four call limits
+    /// (`ask-burst`, `ask`, `ask-site`, `ask-all`) stay spent: the call was
+    /// admitted and counted, as one whose handler failed is. Were they given
+    /// back too, a caller could hold a site's token budget with a slow body
+    /// again and again for free. A refund that fails is logged: the tokens
+    /// stay spent, the safe direction.
+    async fn give_back_tokens(&self, limiter: &Limiter, verdict: &Verdict) {
+        let rule = self.tokens.name();
+        if let Err(err) = limiter.refund(verdict, rule, u64::MAX).await {
+            tracing::warn!(
+                rule,
+                error = %err,
+                "refunding an unusable ask's tokens failed; they stay spent"
+            );
+        }
+    }
+}
+
+/// The longest name accepted in a path (a `{project}`, an `{org}`), in bytes.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Whether `name` (a path segment, percent-decoded) is a valid name for
+/// what a route's path names, a site (`{project}`) or an organisation
+/// (`{org}`), both parts of rate limit keys: 1 to [`MAX_NAME_LEN`] bytes of
+/// ASCII lowercase letters, digits, `-`, `_` and `.`, the first a letter or
+/// a digit (so `.` and `..` are not names).
+pub fn is_valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let allowed = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(b);
+    matches!(bytes.first(), Some(b) if b.is_ascii_lowercase() || b.is_ascii_digit())
+        && bytes.len() <= MAX_NAME_LEN
+        && bytes.iter().all(allowed)
+}
+
+/// The path parameter `param` of a request, when it is a valid name
+/// ([`is_valid_name`]); a 400 naming `param` otherwise (a value that is not
+/// UTF-8 once percent-decoded included).
+async fn name_param(parts: &mut Parts, param: &'static str) -> Result<String, Rejection> {
+    let invalid = || {
+        Rejection::BadRequest(format!(
+            "the {param} must be 1 to {MAX_NAME_LEN} of a-z, 0-9, '-', '_' and '.', \
+             starting with a letter or digit"
+        ))
+    };
+    let params = match RawPathParams::from_request_parts(parts, &()).await {
+        Ok(params) => params,
+        Err(RawPathParamsRejection::InvalidUtf8InPathParam(_)) => return Err(invalid()),
+        Err(_) => return Err(missing(param)),
+    };
+    match params.iter().find(|(key, _)| *key == param) {
+        Some((_, value)) if is_valid_name(value) => Ok(value.to_owned()),
+        Some(_) => Err(invalid()),
+        None => Err(missing(param)),
+    }
+}
+
+/// A route without the parameter its name extractor reads: the demo's own
+/// mistake, a 500.
+fn missing(param: &str) -> Rejection {
+    tracing::error!(param, "the route has no such path parameter");
+    Rejection::Internal
+}
+
+/// The `{project}` of a route, a valid name ([`is_valid_name`]); any other
+/// value is a 400 before anything is counted.
+#[derive(Debug)]
+struct Project(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Project {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Project, Rejection> {
+        name_param(parts, "project").await.map(Project)
+    }
+}
+
+/// The `{org}` of a route, a valid name ([`is_valid_name`]); any other
+/// value is a 400. On a route whose guard keys by `{org}` it is checked
+/// before the guard, by [`valid_org`], so that it is a 400 before anything
+/// is counted.
+#[derive(Debug)]
+struct Org(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Org {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Org, Rejection> {
+        name_param(parts, "org").await.map(Org)
+    }
+}
+
+/// Passes on only a request whose `{org}` is valid ([`Org`]): a route layer
+/// added after (so run before) the route's guard.
+async fn valid_org(_: Org, request: Request, next: Next) -> Response {
+    next.run(request).await
+}
+
+/// The demo's router, with unverified webhook deliveries: see [`app_with`].
+///
+/// # Errors
+///
+/// As [`app_with`].
+pub fn app(
+    limiter: Limiter,
+    marks: impl MarkStore,
+    rules: &RuleSet,
+    visitors: VisitorSource,
+) -> Result<Router, tollgate::Error> {
+    app_with(limiter, marks, rules, visitors, None)
 }
 
 /// The demo's router:
 ///
 /// - `POST /sites/{project}/ask`: Ask AI with an optional JSON body
-///   `{"question": "..."}`. The handler estimates the tokens from the body
-///   (`ceil(question bytes / 4) + 512`), checks `ask-burst`, `ask`,
-///   `ask-site`, `ask-all` and `ask-tokens` (with that estimate) in one
-///   all-or-nothing, fail-closed reservation, runs the fake provider call,
-///   and settles `ask-tokens` with the tokens it used; 200
+///   `{"question": "..."}`. `project` must be a valid name
+///   ([`is_valid_name`]), else 400. The body's declared length
+///   (`Content-Length`; none is an empty body, a chunked body is 411) must
+///   be at most the largest useful body, [`max_ask_body`] of `ask-tokens`'
+///   max, else 413. The handler
+///   estimates the tokens from that length ([`estimate_body_tokens`]),
+///   checks `ask-burst`, `ask`, `ask-site`, `ask-all` and `ask-tokens`
+///   (with that estimate) in one all-or-nothing, fail-closed reservation,
+///   and only then reads the body, within [`ASK_BODY_TIMEOUT`]; a body that
+///   proves unusable (408, 400) gives back the `ask-tokens` reservation (no
+///   work, no tokens used), while the four call limits stay spent (the call
+///   was admitted and counted). It runs the fake provider call and settles
+///   `ask-tokens` with the tokens it used; 200
 ///   `{"project", "answer", "tokens"}`.
-/// - `POST /orgs/{org}/runs`: a docs run, guarded by `docs-run`, fail-open; 202.
-/// - `POST /webhooks/github`: processed once per `X-GitHub-Delivery`; 200.
+/// - `POST /orgs/{org}/runs`: `org` must be a valid name (the rule of
+///   [`is_valid_name`]), else 400 before anything is counted; a docs
+///   run, guarded by `docs-run`, fail-open; 202.
+/// - `POST /webhooks/github`: the body is read (at most
+///   [`MAX_WEBHOOK_BODY`] bytes, within [`WEBHOOK_BODY_TIMEOUT`]); with a
+///   `github_secret`, a delivery whose `X-Hub-Signature-256` is missing,
+///   malformed or not the body's HMAC-SHA256 with the secret is 401 before
+///   any mark is written; then it is processed once per `X-GitHub-Delivery`; 200.
 /// - `GET /stats`: the domain work done per route, and the tokens settled
 ///   (a demo's proof of work; a real service would not publish it);
 ///   `GET /healthz`. The metrics are on their own router,
@@ -118,11 +253,12 @@ impl AskRules {
 /// # Errors
 ///
 /// [`tollgate::Error::UnknownRule`] when `rules` lacks one of the rules above.
-pub fn app(
+pub fn app_with(
     limiter: Limiter,
     marks: impl MarkStore,
     rules: &RuleSet,
     visitors: VisitorSource,
+    github_secret: Option<WebhookSecret>,
 ) -> Result<Router, tollgate::Error> {
     // Before the first check, so that every check is recorded.
     crate::prometheus();
@@ -138,10 +274,18 @@ pub fn app(
         limiter,
         deliveries,
         visitors,
+        github_secret,
     };
     Ok(Router::new()
         .route("/sites/{project}/ask", post(answer))
-        .route("/orgs/{org}/runs", post(start_run).route_layer(runs))
+        // The org is checked before the guard counts it: the layer added
+        // last runs first.
+        .route(
+            "/orgs/{org}/runs",
+            post(start_run)
+                .route_layer(runs)
+                .route_layer(middleware::from_fn(valid_org)),
+        )
         .route("/webhooks/github", post(github_webhook))
         .route("/stats", get(stats))
         .route("/healthz", get(healthz))
@@ -156,10 +300,49 @@ struct Question {
     question: String,
 }
 
+/// The tokens every question is estimated to cost beyond its own: the answer's.
+const ANSWER_TOKENS: u64 = 512;
+
+/// The bytes of the smallest body holding a question: `{"question":""}`.
+/// Every body that holds a question of `n` bytes is at least `n` bytes
+/// longer than this (JSON escapes only lengthen a string).
+pub const ASK_ENVELOPE: u64 = 15;
+
+/// The largest ask body read, whatever the rules: 1 MiB, so that a rule
+/// with a huge token budget cannot make the demo buffer gigabytes.
+pub const MAX_ASK_BODY: u64 = 1 << 20;
+
 /// The tokens a question is estimated to cost before the provider call:
 /// its bytes over four, rounded up, plus 512 for the answer.
 pub fn estimate_tokens(question: &str) -> u64 {
-    (question.len() as u64).div_ceil(4).saturating_add(512)
+    (question.len() as u64)
+        .div_ceil(4)
+        .saturating_add(ANSWER_TOKENS)
+}
+
+/// The tokens reserved for an ask body of `length` bytes before it is read:
+/// [`estimate_tokens`] of the longest question such a body can hold,
+/// `ceil((length - 15) / 4) + 512`. Never less than the estimate of the
+/// question the body turns out to hold.
+pub fn estimate_body_tokens(length: u64) -> u64 {
+    length
+        .saturating_sub(ASK_ENVELOPE)
+        .div_ceil(4)
+        .saturating_add(ANSWER_TOKENS)
+}
+
+/// The largest useful ask body when `ask-tokens` allows `max_tokens` a
+/// window: the longest whose [`estimate_body_tokens`] fits,
+/// `(max_tokens - 512) × 4 + 15` bytes, at most [`MAX_ASK_BODY`]; 0 when
+/// not even an empty question fits. With the shipped rules (200,000 tokens
+/// a day) it is 797,967 bytes.
+pub fn max_ask_body(max_tokens: u64) -> u64 {
+    max_tokens
+        .checked_sub(ANSWER_TOKENS)
+        .map_or(0, |tokens| {
+            tokens.saturating_mul(4).saturating_add(ASK_ENVELOPE)
+        })
+        .min(MAX_ASK_BODY)
 }
 
 /// The fake provider call: a deterministic answer, and the tokens it used
@@ -173,65 +356,122 @@ fn provider(question: &str) -> (String, u64) {
     )
 }
 
-/// Ask AI: the body is read and the cost estimated before anything is
-/// counted; the limits are checked before any work; the tokens are settled.
-async fn answer(
-    State(demo): State<Demo>,
-    ClientVisitor(visitor): ClientVisitor,
-    Path(project): Path<String>,
-    body: Body,
-) -> Result<Response, Response> {
-    let body = match tokio::time::timeout(BODY_TIMEOUT, to_bytes(body, MAX_BODY)).await {
-        Ok(Ok(body)) => body,
-        Ok(Err(_)) => return Err(too_large()),
-        Err(_) => return Err(body_timeout()),
-    };
-    ask(demo, visitor, project, body)
-        .await
-        .map_err(IntoResponse::into_response)
+/// How long a client has to send an ask's body once the limits admitted it.
+pub const ASK_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client has to send a webhook delivery's body once its head is in.
+pub const WEBHOOK_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest webhook delivery body read: 1 MiB. GitHub caps payloads at
+/// 25 MB; a service receiving larger pushes raises this.
+pub const MAX_WEBHOOK_BODY: u64 = 1 << 20;
+
+/// Why a body could not be read.
+#[derive(Debug)]
+enum BodyError {
+    /// Longer than the limit (413).
+    TooLarge(u64),
+    /// Not all in within the timeout (408).
+    Timeout,
+    /// Cut short or otherwise broken (400).
+    Broken,
 }
 
-/// How long a client has to send an ask's body once its head is in.
-pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+impl IntoResponse for BodyError {
+    fn into_response(self) -> Response {
+        match self {
+            BodyError::TooLarge(limit) => too_large(limit),
+            BodyError::Timeout => Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                problem::BAD_REQUEST,
+                "Request Timeout",
+            )
+            .detail("the body did not arrive in time")
+            .into_response(),
+            BodyError::Broken => {
+                Rejection::BadRequest("the body was cut short".into()).into_response()
+            }
+        }
+    }
+}
 
-/// The largest ask body read: 1 MiB.
-pub(crate) const MAX_BODY: usize = 1 << 20;
-
-fn too_large() -> Response {
+fn too_large(limit: u64) -> Response {
     Problem::new(
         StatusCode::PAYLOAD_TOO_LARGE,
         problem::BAD_REQUEST,
         "Payload Too Large",
     )
-    .detail(format!("the body is over {MAX_BODY} bytes"))
+    .detail(format!("the body is over {limit} bytes"))
     .into_response()
 }
 
-fn body_timeout() -> Response {
+fn length_required() -> Response {
     Problem::new(
-        StatusCode::REQUEST_TIMEOUT,
+        StatusCode::LENGTH_REQUIRED,
         problem::BAD_REQUEST,
-        "Request Timeout",
+        "Length Required",
     )
-    .detail("the body did not arrive in time")
+    .detail("an ask declares its body's length (Content-Length); chunked bodies are refused")
     .into_response()
 }
 
-async fn ask(
-    demo: Demo,
-    visitor: tollgate::Visitor,
-    project: String,
-    body: Bytes,
-) -> Result<Response, Rejection> {
-    let question = if body.is_empty() {
-        Question::default()
-    } else {
-        serde_json::from_slice::<Question>(&body)
-            .map_err(|_| Rejection::BadRequest("the body must be {\"question\": \"...\"}".into()))?
+/// Reads `body` whole: at most `limit` bytes, within `timeout`.
+async fn read_body(mut body: Body, limit: u64, timeout: Duration) -> Result<Bytes, BodyError> {
+    if body.size_hint().lower() > limit {
+        return Err(BodyError::TooLarge(limit));
+    }
+    let read = async {
+        let mut bytes = Vec::new();
+        while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            let Ok(data) = frame.map_err(|_| BodyError::Broken)?.into_data() else {
+                continue; // trailers
+            };
+            if (bytes.len() as u64).saturating_add(data.len() as u64) > limit {
+                return Err(BodyError::TooLarge(limit));
+            }
+            bytes.extend_from_slice(&data);
+        }
+        Ok(Bytes::from(bytes))
     };
-    let estimate = estimate_tokens(&question.question);
-    let limits = demo.ask.limits(&project, visitor.as_str(), estimate)?;
-    let verdict = check(&demo.limiter, &limits, Mode::Reserve, Policy::FailClosed).await?;
+    tokio::time::timeout(timeout, read)
+        .await
+        .unwrap_or(Err(BodyError::Timeout))
+}
+
+/// Ask AI: the project is checked and the cost estimated from the body's
+/// declared length before anything is counted; the limits are checked
+/// before the body is read and before any work; the tokens are settled,
+/// or all given back when the body proves unusable (the calls stay spent).
+async fn answer(
+    State(demo): State<Demo>,
+    Project(project): Project,
+    ClientVisitor(visitor): ClientVisitor,
+    body: Body,
+) -> Result<Response, Response> {
+    // A request without Content-Length or Transfer-Encoding has an empty
+    // body (exactly 0); only a chunked one has no length known in advance.
+    let Some(length) = body.size_hint().exact() else {
+        return Err(length_required());
+    };
+    if length > demo.ask.max_body {
+        return Err(too_large(demo.ask.max_body));
+    }
+    let estimate = estimate_body_tokens(length);
+    let limits = demo
+        .ask
+        .limits(&project, visitor.as_str(), estimate)
+        .map_err(|err| Rejection::from(err).into_response())?;
+    let verdict = check(&demo.limiter, &limits, Mode::Reserve, Policy::FailClosed)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    // Admitted: only now is the body read.
+    let question = match read_question(body, length).await {
+        Ok(question) => question,
+        Err(refused) => {
+            demo.ask.give_back_tokens(&demo.limiter, &verdict).await;
+            return Err(refused);
+        }
+    };
     let (answer, used) = provider(&question.question);
     demo.work.ask(used);
     if let Err(err) = demo.limiter.settle(&verdict, "ask-tokens", used).await {
@@ -248,7 +488,20 @@ async fn ask(
     Ok(response)
 }
 
-async fn start_run(State(demo): State<Demo>, Path(org): Path<String>) -> impl IntoResponse {
+/// The question an admitted ask's body of `length` declared bytes holds.
+async fn read_question(body: Body, length: u64) -> Result<Question, Response> {
+    let body = read_body(body, length, ASK_BODY_TIMEOUT)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    if body.is_empty() {
+        return Ok(Question::default());
+    }
+    serde_json::from_slice::<Question>(&body).map_err(|_| {
+        Rejection::BadRequest("the body must be {\"question\": \"...\"}".into()).into_response()
+    })
+}
+
+async fn start_run(State(demo): State<Demo>, Org(org): Org) -> impl IntoResponse {
     demo.work.run();
     (
         StatusCode::ACCEPTED,
@@ -256,34 +509,69 @@ async fn start_run(State(demo): State<Demo>, Path(org): Path<String>) -> impl In
     )
 }
 
+/// The problem type of a webhook delivery refused for its signature (401).
+pub const BAD_SIGNATURE: &str = "tag:tollgate,2025:bad-signature";
+
+fn unauthorized(err: SignatureError) -> Response {
+    Problem::new(StatusCode::UNAUTHORIZED, BAD_SIGNATURE, "Unauthorized")
+        .detail(err.to_string())
+        .into_response()
+}
+
+/// The one `X-Hub-Signature-256` value of a delivery, if any; several are malformed.
+fn signature_header(headers: &HeaderMap) -> Result<Option<&[u8]>, SignatureError> {
+    let mut values = headers.get_all(SIGNATURE_HEADER).iter();
+    let first = values.next().map(|v| v.as_bytes());
+    if values.next().is_some() {
+        return Err(SignatureError::Malformed);
+    }
+    Ok(first)
+}
+
+/// A GitHub webhook delivery: its body read within bounds, its signature
+/// verified (with a secret), then de-duplicated and processed once.
 async fn github_webhook(
     State(demo): State<Demo>,
     headers: HeaderMap,
-) -> Result<Json<serde_json::Value>, Rejection> {
+    body: Body,
+) -> Result<Json<serde_json::Value>, Response> {
+    if demo.github_secret.is_some() {
+        // The header's shape first: a malformed one needs no body read.
+        let header = signature_header(&headers).map_err(unauthorized)?;
+        crate::signature::parse(header).map_err(unauthorized)?;
+    }
+    let body = read_body(body, MAX_WEBHOOK_BODY, WEBHOOK_BODY_TIMEOUT)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    if let Some(secret) = &demo.github_secret {
+        // Before any mark: an unsigned delivery claims no id.
+        let header = signature_header(&headers).map_err(unauthorized)?;
+        secret.verify(header, &body).map_err(unauthorized)?;
+    }
     let id = match headers.get(DELIVERY_HEADER).map(|v| v.to_str()) {
         Some(Ok(id)) if !id.trim().is_empty() => id.trim(),
         Some(Ok(_)) | None => {
-            return Err(Rejection::BadRequest(
-                "missing X-GitHub-Delivery header".into(),
-            ));
+            return Err(
+                Rejection::BadRequest("missing X-GitHub-Delivery header".into()).into_response(),
+            );
         }
         Some(Err(_)) => {
-            return Err(Rejection::BadRequest(
-                "malformed X-GitHub-Delivery header".into(),
-            ));
+            return Err(
+                Rejection::BadRequest("malformed X-GitHub-Delivery header".into()).into_response(),
+            );
         }
     };
     let begun = demo.deliveries.begin(id).await.map_err(|err| {
         if err.is_unavailable() {
             tracing::warn!("webhook delivery could not be de-duplicated; refusing it (503)");
         }
-        Rejection::from(err)
+        Rejection::from(err).into_response()
     })?;
     let Some(delivery) = begun else {
         return Ok(Json(json!({ "duplicate": true })));
     };
-    // The domain work. Were it to fail, `delivery.release()` (or dropping
-    // the handle) would let GitHub's redelivery be processed.
+    // The domain work (on `body`). Were it to fail, `delivery.release()` (or
+    // dropping the handle) would let GitHub's redelivery be processed.
     demo.work.webhook();
     if let Err(err) = delivery.complete().await {
         // The lease ends by itself; a redelivery may be processed again.

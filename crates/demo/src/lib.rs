@@ -4,12 +4,18 @@ mod app;
 mod metrics;
 mod options;
 mod run;
-mod server;
+pub mod signature;
 mod work;
 
-pub use app::{DELIVERY_HEADER, DELIVERY_PREFIX, app, estimate_tokens};
+pub use app::{
+    ASK_BODY_TIMEOUT, ASK_ENVELOPE, BAD_SIGNATURE, DELIVERY_HEADER, DELIVERY_PREFIX, MAX_ASK_BODY,
+    MAX_NAME_LEN, MAX_WEBHOOK_BODY, WEBHOOK_BODY_TIMEOUT, app, app_with, estimate_body_tokens,
+    estimate_tokens, is_valid_name, max_ask_body,
+};
 pub use metrics::{metrics_router, prometheus};
 pub use options::Options;
 pub use run::{StartError, run};
-pub use server::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits, serve, serve_with};
+pub use tollgate::axum::serve::{
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits, serve, serve_with,
+};
 pub use work::Work;

@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tollgate::axum::Trust;
 use tollgate::{Limiter, OpenError, RuleSet};
 
-use crate::{Options, app, serve_with};
+use crate::{Options, app_with, serve_with};
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -82,11 +82,21 @@ pub async fn run(
             "--trust x-forwarded-for without --trusted-proxy: the peer address is the visitor"
         );
     }
-    let router = app(Limiter::new(store.clone()), store, &rules, visitors).map_err(|source| {
-        StartError::Rules {
-            path: options.rules.clone(),
-            source,
-        }
+    if options.github_secret.is_none() {
+        tracing::warn!(
+            "no --github-secret (GITHUB_WEBHOOK_SECRET): webhook deliveries are unverified; anyone can send one"
+        );
+    }
+    let router = app_with(
+        Limiter::new(store.clone()),
+        store,
+        &rules,
+        visitors,
+        options.github_secret.clone(),
+    )
+    .map_err(|source| StartError::Rules {
+        path: options.rules.clone(),
+        source,
     })?;
     let listener =
         TcpListener::bind(options.listen)
@@ -120,6 +130,7 @@ pub async fn run(
         rules = rules.len(),
         header_timeout_secs = options.header_timeout,
         max_connections = options.max_connections,
+        webhooks = if options.github_secret.is_some() { "signed" } else { "unverified" },
         "listening on http://{addr}"
     );
     serve_with(listener, router, options.limits(), shutdown)

@@ -2,34 +2,13 @@
 //! start with a clear message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/demo_binary.rs"]
+mod demo_binary;
+
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_tollgate-demo");
-
-fn demo() -> Command {
-    let mut command = Command::new(BIN);
-    for var in [
-        "TOLLGATE_LISTEN",
-        "TOLLGATE_STORE",
-        "TOLLGATE_RULES",
-        "TOLLGATE_TRUST",
-        "TOLLGATE_TRUSTED_PROXIES",
-        "TOLLGATE_DEV",
-        "TOLLGATE_HEADER_TIMEOUT",
-        "TOLLGATE_MAX_CONNECTIONS",
-    ] {
-        command.env_remove(var);
-    }
-    command
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .kill_on_drop(true);
-    command
-}
+use demo_binary::{Running, command as demo, next_line};
 
 /// Runs the binary to its end; its exit code and standard error.
 async fn fails(args: &[&str]) -> (Option<i32>, String) {
@@ -109,39 +88,17 @@ async fn bad_flags_are_refused_by_the_parser() {
     assert!(stderr.contains("10.0.0.0/33"), "{stderr}");
 }
 
-type Lines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
-
-async fn next_line(lines: &mut Lines) -> String {
-    tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("the demo wrote nothing for 20 s")
-        .unwrap()
-        .expect("the demo closed its output")
-}
-
 #[tokio::test]
 async fn binary_serves_and_logs_one_line_per_request() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", dir.path().join("s.sqlite3").display());
-    let mut child = demo()
-        .args(["--listen", "127.0.0.1:0", "--store", &store, "--dev"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let listening = loop {
-        let line = next_line(&mut lines).await;
-        if line.contains("listening on ") {
-            break line;
-        }
-    };
-    let base = listening
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {listening:?}"))
-        .to_owned();
+    let Running {
+        base,
+        before,
+        mut lines,
+        mut child,
+    } = Running::start(&["--store", &store, "--dev"]).await;
+    let listening = before.last().unwrap();
     assert!(listening.contains("INFO"), "{listening}");
 
     let client = reqwest::Client::new();
@@ -167,4 +124,113 @@ async fn binary_serves_and_logs_one_line_per_request() {
     );
 
     child.kill().await.unwrap();
+}
+
+const SECRET: &str = "planted-cli-webhook-secret-91c2";
+
+#[tokio::test]
+async fn without_a_webhook_secret_the_demo_says_deliveries_are_unverified() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.sqlite3").display());
+    let Running {
+        before, mut child, ..
+    } = Running::start(&["--store", &store]).await;
+    let warnings: Vec<&String> = before.iter().filter(|l| l.contains("unverified")).collect();
+    assert_eq!(
+        warnings.len(),
+        2,
+        "a warning and the listening line: {before:?}"
+    );
+    assert!(warnings[0].contains("WARN"), "{before:?}");
+    assert!(
+        warnings[1].contains("webhooks=\"unverified\""),
+        "{before:?}"
+    );
+    child.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_webhook_secret_from_the_environment_verifies_deliveries_and_is_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.sqlite3").display());
+    let mut command = demo();
+    command
+        .args(["--listen", "127.0.0.1:0", "--store", &store])
+        .env("GITHUB_WEBHOOK_SECRET", SECRET)
+        .stderr(Stdio::piped());
+    let Running {
+        base,
+        before,
+        mut lines,
+        mut child,
+    } = Running::spawn(command).await;
+    assert!(
+        !before.iter().any(|l| l.contains("unverified")),
+        "{before:?}"
+    );
+    assert!(
+        before.last().unwrap().contains("webhooks=\"signed\""),
+        "{before:?}"
+    );
+
+    let client = reqwest::Client::new();
+    let deliver = |signature: Option<String>| {
+        let mut request = client
+            .post(format!("{base}/webhooks/github"))
+            .header("X-GitHub-Delivery", "cli-1")
+            .body("{}");
+        if let Some(signature) = signature {
+            request = request.header("X-Hub-Signature-256", signature);
+        }
+        request.send()
+    };
+    let unsigned = deliver(None).await.unwrap();
+    assert_eq!(unsigned.status(), reqwest::StatusCode::UNAUTHORIZED);
+    let secret = tollgate_demo::signature::WebhookSecret::new(SECRET.as_bytes()).unwrap();
+    let signed = deliver(Some(secret.sign(b"{}"))).await.unwrap();
+    assert_eq!(signed.status(), reqwest::StatusCode::OK);
+    let logged = format!(
+        "{}\n{}",
+        next_line(&mut lines).await,
+        next_line(&mut lines).await
+    );
+    assert!(
+        logged.contains("status=401") && logged.contains("status=200"),
+        "{logged}"
+    );
+
+    child.kill().await.unwrap();
+    let mut rest = before.join("\n");
+    while let Ok(Some(line)) = lines.next_line().await {
+        rest.push_str(&line);
+    }
+    let mut stderr = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        use tokio::io::AsyncReadExt as _;
+        err.read_to_string(&mut stderr).await.unwrap();
+    }
+    assert!(
+        !rest.contains(SECRET) && !stderr.contains(SECRET),
+        "{rest}\n{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn help_names_the_secret_variable_but_never_its_value() {
+    let output = demo()
+        .arg("--help")
+        .env("GITHUB_WEBHOOK_SECRET", SECRET)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(20), output)
+        .await
+        .unwrap()
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("--github-secret <SECRET>"), "{help}");
+    assert!(help.contains("GITHUB_WEBHOOK_SECRET"), "{help}");
+    assert!(!help.contains(SECRET), "{help}");
+
+    let (code, stderr) = fails(&["--github-secret", ""]).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("the secret is empty"), "{stderr}");
 }

@@ -2,6 +2,9 @@
 //! and a stopped Redis.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/stats.rs"]
+mod stats;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Weak};
@@ -16,6 +19,8 @@ use tokio::task::JoinHandle;
 use tollgate::{Clock, Limiter, ManualClock, RuleSet, Store, SystemClock};
 use tollgate_demo::{Options, app, serve};
 use tollgate_test_support::redis_server::RedisServer;
+
+use stats::stats;
 
 /// Today at 12:00 UTC: the `ask` window resets in 12 hours.
 fn noon() -> ManualClock {
@@ -116,17 +121,6 @@ async fn run(client: &Client, demo: &Demo, org: &str) -> Response {
         .unwrap()
 }
 
-async fn stats(client: &Client, demo: &Demo) -> Value {
-    client
-        .get(demo.url("/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 fn header(response: &Response, name: &str) -> String {
     response
         .headers()
@@ -175,7 +169,7 @@ async fn sixteenth_ask_is_a_typed_429_and_only_15_did_work() {
     );
 
     assert_eq!(
-        stats(&client, &demo).await,
+        stats(&client, &demo.base).await,
         serde_json::json!({"ask": 15, "tokens": 15 * 64, "runs": 0, "webhooks": 0})
     );
     demo.stop().await;
@@ -197,7 +191,7 @@ async fn restart_on_the_same_sqlite_file_keeps_the_visitor_limited() {
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["limit"], "ask");
-    assert_eq!(stats(&client, &second).await["ask"], 0);
+    assert_eq!(stats(&client, &second.base).await["ask"], 0);
     second.stop().await;
 }
 
@@ -224,7 +218,7 @@ async fn another_visitor_is_unaffected() {
         ask(&client, &demo, "blog", "203.0.113.9").await.status(),
         StatusCode::OK
     );
-    assert_eq!(stats(&client, &demo).await["ask"], 17);
+    assert_eq!(stats(&client, &demo.base).await["ask"], 17);
     demo.stop().await;
 }
 
@@ -252,7 +246,7 @@ async fn cf_connecting_ip_from_a_peer_outside_cloudflare_is_ignored() {
     );
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["limit"], "ask");
-    assert_eq!(stats(&client, &demo).await["ask"], 15);
+    assert_eq!(stats(&client, &demo.base).await["ask"], 15);
     demo.stop().await;
 }
 
@@ -310,7 +304,7 @@ async fn webhook_delivered_twice_is_processed_once() {
     let missing = deliver(None).await.unwrap();
     assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
     assert_eq!(header(&missing, "content-type"), "application/problem+json");
-    assert_eq!(stats(&client, &demo).await["webhooks"], 1);
+    assert_eq!(stats(&client, &demo.base).await["webhooks"], 1);
     demo.stop().await;
 }
 
@@ -335,7 +329,7 @@ async fn runs_are_limited_per_org() {
         run(&client, &demo, "globex").await.status(),
         StatusCode::ACCEPTED
     );
-    assert_eq!(stats(&client, &demo).await["runs"], 11);
+    assert_eq!(stats(&client, &demo.base).await["runs"], 11);
     let health = client.get(demo.url("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), StatusCode::OK);
     demo.stop().await;
@@ -390,7 +384,7 @@ async fn stopped_redis_fails_ask_closed_and_runs_open() {
         "a degraded verdict has no fields"
     );
     assert_eq!(
-        stats(&client, &demo).await,
+        stats(&client, &demo.base).await,
         serde_json::json!({"ask": 1, "tokens": 64, "runs": 2, "webhooks": 0})
     );
     demo.stop().await;

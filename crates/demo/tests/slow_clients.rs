@@ -2,6 +2,9 @@
 //! after the header timeout, and connections past the cap wait to be accepted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/ask_counts.rs"]
+mod ask_counts;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -16,6 +19,8 @@ use tollgate::{Limiter, RuleSet};
 use tollgate_demo::{
     DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits, Options, app, serve_with,
 };
+
+use ask_counts::ask_counts;
 
 /// Reads until the server closes the connection; what it sent.
 async fn read_to_close(stream: &mut TcpStream) -> Vec<u8> {
@@ -154,43 +159,57 @@ async fn past_the_connection_cap_a_client_waits_and_is_then_served() {
 }
 
 /// A client that sends a whole head and then withholds its body does not
-/// hold its connection past the body timeout (the review's slot-holding case).
+/// hold its connection past the body timeout (the review's slot-holding
+/// case); the tokens its admission reserved are given back, the call it
+/// was admitted for stays spent (else withholding a body would hold a
+/// site's token budget again and again for free).
 #[tokio::test]
-async fn a_withheld_ask_body_is_answered_408_within_the_body_timeout() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let store = tollgate::open_store("memory").unwrap();
-    let router = tollgate_demo::app(
-        tollgate::Limiter::new(store.clone()),
-        store,
-        &tollgate::RuleSet::defaults(),
-        tollgate::axum::VisitorSource::new(tollgate::axum::Trust::Peer),
+async fn a_withheld_ask_body_is_answered_408_within_the_body_timeout_and_its_tokens_refunded() {
+    let memory = MemoryStore::new();
+    let clock = tollgate::ManualClock::new(Duration::from_secs(20_619 * 86_400 + 43_200));
+    let limiter = Limiter::builder(memory.clone())
+        .clock(clock.clone())
+        .build();
+    let router = app(
+        limiter,
+        memory.clone(),
+        &RuleSet::defaults(),
+        VisitorSource::new(Trust::Peer),
     )
     .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(tollgate_demo::serve(
         listener,
         router,
         std::future::pending(),
     ));
-    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut socket = TcpStream::connect(addr).await.unwrap();
     socket
         .write_all(
             b"POST /sites/docs/ask HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"q",
         )
         .await
         .unwrap();
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let mut answer = vec![0; 4096];
-    let read = tokio::time::timeout(std::time::Duration::from_secs(20), socket.read(&mut answer))
+    let read = tokio::time::timeout(Duration::from_secs(20), socket.read(&mut answer))
         .await
         .expect("the server still holds a withheld body after 20 s")
         .unwrap();
     let text = String::from_utf8_lossy(&answer[..read]);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(
-        started.elapsed() >= std::time::Duration::from_secs(9),
+        started.elapsed() >= tollgate_demo::ASK_BODY_TIMEOUT - Duration::from_secs(1),
         "{:?}",
         started.elapsed()
+    );
+    // Admitted (reserving 25,509 tokens and one call on each limit), then
+    // the tokens given back; the four call counters keep the call.
+    let reader = Limiter::builder(memory).clock(clock).build();
+    assert_eq!(
+        ask_counts(&reader, "docs", "127.0.0.1").await,
+        [1, 1, 1, 1, 0],
+        "the withheld ask kept its tokens, or got its call back"
     );
 }

@@ -4,6 +4,9 @@
 //! HTTP on loopback: every route serves as on one Redis.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/stats.rs"]
+mod stats;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -17,6 +20,8 @@ use tollgate_test_support::postgres_server::PostgresServer;
 use tollgate_test_support::redis_cluster::RedisCluster;
 use tollgate_test_support::unique;
 
+use stats::stats;
+
 #[tokio::test]
 async fn every_route_serves_on_postgres() {
     let server = PostgresServer::start();
@@ -28,7 +33,8 @@ async fn every_route_serves_on_upstash_rest_through_the_proxy() {
     let redis = tollgate_test_support::redis_server::RedisServer::start();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = listener.local_addr().unwrap();
-    let options = tollgate_rest_proxy::Options::new(redis.url(), "demo-token");
+    let options =
+        tollgate_rest_proxy::Options::new(redis.url(), "demo-token").create_user("tollgate-proxy");
     tokio::spawn(tollgate_rest_proxy::serve(listener, options));
     let url = format!("upstash+http://{proxy}");
     let store = tollgate::upstash::UpstashStore::open(&url, "demo-token").unwrap();
@@ -57,7 +63,8 @@ async fn every_route_serves(store: std::sync::Arc<dyn tollgate::Store>) {
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(serve(listener, router, std::future::pending()));
     let client = Client::new();
-    let url = |path: &str| format!("http://{addr}{path}");
+    let base = format!("http://{addr}");
+    let url = |path: &str| format!("{base}{path}");
     let project = format!("docs-{}", unique());
     let ask = || {
         client
@@ -110,14 +117,7 @@ async fn every_route_serves(store: std::sync::Arc<dyn tollgate::Store>) {
     assert_eq!(first, json!({"processed": true}));
     let again: Value = webhook().await.unwrap().json().await.unwrap();
     assert_eq!(again, json!({"duplicate": true}));
-    let stats: Value = client
-        .get(url("/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = stats(&client, &base).await;
     assert_eq!(stats["ask"], 16, "15 and the warm-up");
     assert_eq!(stats["webhooks"], 1);
     assert_eq!(stats["runs"], 10);

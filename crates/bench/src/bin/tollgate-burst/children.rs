@@ -245,6 +245,8 @@ pub(crate) fn start_proxy(
             redis_url,
             "--token",
             token,
+            "--create-user",
+            "tollgate-proxy",
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
