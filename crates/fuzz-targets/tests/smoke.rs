@@ -192,3 +192,30 @@ fn window_holds_its_properties_on_smoke_inputs() {
 fn key_parts_stay_injective_on_smoke_inputs() {
     drive("key_parts", tollgate_fuzz_targets::key_parts, 0x5eed_0006);
 }
+
+#[test]
+fn proxy_requests_hold_their_properties_on_smoke_inputs() {
+    drive(
+        "proxy_request",
+        tollgate_fuzz_targets::proxy_request,
+        0x5eed_0007,
+    );
+}
+
+#[test]
+fn webhook_signatures_hold_their_properties_on_smoke_inputs() {
+    drive(
+        "webhook_signature",
+        tollgate_fuzz_targets::webhook_signature,
+        0x5eed_0008,
+    );
+}
+
+#[test]
+fn upstash_replies_hold_their_properties_on_smoke_inputs() {
+    drive(
+        "upstash_reply",
+        tollgate_fuzz_targets::upstash_reply,
+        0x5eed_0009,
+    );
+}
