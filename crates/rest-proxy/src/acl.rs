@@ -8,9 +8,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis::aio::MultiplexedConnection;
-use redis::{
-    AsyncConnectionConfig, Client, ConnectionInfo, ErrorKind, RedisError, ServerErrorKind, Value,
-};
+use redis::{AsyncConnectionConfig, Client, ConnectionInfo, ErrorKind, RedisError, Value};
 
 use crate::allow;
 use crate::link::LinkError;
@@ -18,20 +16,44 @@ use crate::link::LinkError;
 /// Commands outside the allow-list, queued inside `MULTI` and then
 /// discarded, so that none of them runs: Redis checks a user's permissions
 /// when it queues a command, so a user who may run one of these gets
-/// `QUEUED` instead of `NOPERM`.
+/// `QUEUED`. Anything else (`NOPERM`, an unknown command on an older
+/// server, `DEBUG` disabled) counts as refused. Commands Redis will not
+/// queue at all (`SAVE`, `SHUTDOWN`) cannot be probed this way: a user
+/// refused every probe is taken to be refused those too.
 const PROBES: &[&[&str]] = &[
     &["FLUSHALL"],
     &["FLUSHDB"],
     &["CONFIG", "SET", "appendonly", "no"],
     &["CONFIG", "GET", "maxmemory"],
     &["SWAPDB", "0", "1"],
+    &["SELECT", "1"],
+    &["MOVE", "tollgate-rest-proxy-probe", "1"],
+    &[
+        "COPY",
+        "tollgate-rest-proxy-probe",
+        "tollgate-rest-proxy-probe",
+        "DB",
+        "1",
+    ],
     &["REPLICAOF", "NO", "ONE"],
     &["ACL", "SETUSER", "tollgate-rest-proxy-probe"],
     &["KEYS", "*"],
     &["FUNCTION", "LOAD", "#!lua name=tollgate_rest_proxy_probe\n"],
     &["SCRIPT", "FLUSH"],
     &["MODULE", "LIST"],
-    &["MOVE", "tollgate-rest-proxy-probe", "1"],
+    &["BGSAVE"],
+    &["BGREWRITEAOF"],
+    &["CLIENT", "KILL", "ID", "0"],
+    &[
+        "MIGRATE",
+        "127.0.0.1",
+        "1",
+        "tollgate-rest-proxy-probe",
+        "0",
+        "1",
+    ],
+    &["PUBLISH", "tollgate-rest-proxy-probe", "x"],
+    &["DEBUG", "SLEEP", "0"],
 ];
 
 /// How the proxy's Redis user is chosen.
@@ -91,6 +113,18 @@ impl Users {
         })
     }
 
+    /// Checks the user again on the next connection (after a lost one:
+    /// Redis may have restarted with other ACLs).
+    pub(crate) fn recheck(&self) {
+        self.verified.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the user is checked (it is, unless the proxy was told to
+    /// accept any user).
+    pub(crate) fn is_checked(&self) -> bool {
+        self.check
+    }
+
     /// The name of the Redis user callers' commands run as.
     pub(crate) fn name(&self) -> &str {
         &self.name
@@ -108,7 +142,7 @@ impl Users {
             .get_multiplexed_async_connection_with_config(config)
             .await;
         let mut conn = match (connected, &self.create) {
-            (Err(e), Some(create)) if e.kind() == ErrorKind::AuthenticationFailed => {
+            (Err(e), Some(create)) if is_wrong_password(&e) => {
                 self.create_user(create, config).await?;
                 self.client
                     .get_multiplexed_async_connection_with_config(config)
@@ -133,8 +167,7 @@ impl Users {
         let mut conn = admin
             .get_multiplexed_async_connection_with_config(config)
             .await?;
-        let select = admin.get_connection_info().redis_settings().db() != 0;
-        let rules = rules(&mut conn, select).await?;
+        let rules = rules(&mut conn).await?;
         let mut setuser = redis::cmd("ACL");
         setuser
             .arg("SETUSER")
@@ -153,7 +186,7 @@ impl Users {
         }
     }
 
-    /// Fails unless every probe is refused for want of permission. The
+    /// Fails when Redis would queue any probe for this user. The
     /// probes are queued in a transaction that is discarded: none runs,
     /// whatever the user may do. (`SHUTDOWN` cannot be queued: a user
     /// restricted from all of these is taken to be restricted from it.)
@@ -177,11 +210,11 @@ impl Users {
             for arg in *probe {
                 cmd.arg(*arg);
             }
-            let refused = matches!(
+            let queued = matches!(
                 conn.send_packed_command(&cmd).await?,
-                Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoPerm)
+                Value::SimpleString(ref s) if s == "QUEUED"
             );
-            if !refused && allowed.is_none() {
+            if queued && allowed.is_none() {
                 allowed = Some(probe.get(..2).unwrap_or(probe).join(" "));
             }
         }
@@ -204,7 +237,7 @@ impl Users {
 
 /// The `ACL SETUSER` rules for the proxy's user on the server of `conn`:
 /// the allow-list's commands this server knows (older servers lack some).
-async fn rules(conn: &mut MultiplexedConnection, select: bool) -> Result<Vec<String>, LinkError> {
+async fn rules(conn: &mut MultiplexedConnection) -> Result<Vec<String>, LinkError> {
     let bases: Vec<&str> = allow::COMMANDS
         .iter()
         .map(|c| c.split('|').next().unwrap_or(c))
@@ -231,10 +264,9 @@ async fn rules(conn: &mut MultiplexedConnection, select: bool) -> Result<Vec<Str
         }
     };
     // The proxy's own commands are as old as ACLs.
-    Ok(allow::acl_rules(
-        |base| known.contains(base) || !bases.contains(&base),
-        select,
-    ))
+    Ok(allow::acl_rules(|base| {
+        known.contains(base) || !bases.contains(&base)
+    }))
 }
 
 /// `ACL SETUSER <name> <rules>` for the server at `info`, without a
@@ -245,13 +277,18 @@ pub(crate) async fn setuser_line(
     config: &AsyncConnectionConfig,
 ) -> Result<String, LinkError> {
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
-    let select = settings.db() != 0;
     let client = Client::open(info.set_redis_settings(settings))?;
     let mut conn = client
         .get_multiplexed_async_connection_with_config(config)
         .await?;
-    let rules = rules(&mut conn, select).await?;
+    let rules = rules(&mut conn).await?;
     Ok(format!("ACL SETUSER {name} {}", rules.join(" ")))
+}
+
+/// Whether connecting failed for the user's name or password (RESP2 says
+/// so as an authentication failure, RESP3 as a `WRONGPASS` error reply).
+fn is_wrong_password(error: &RedisError) -> bool {
+    error.kind() == ErrorKind::AuthenticationFailed || error.code() == Some("WRONGPASS")
 }
 
 /// Whether `name` is a user name the proxy creates or prints: 1 to 64 ASCII

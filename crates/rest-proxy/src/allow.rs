@@ -250,18 +250,21 @@ pub(crate) fn refusal(command: &Command) -> Option<String> {
 }
 
 /// The rules of `ACL SETUSER <name> …` for the proxy's Redis user, without
-/// its password: every key, no channels, the commands of the allow-list
-/// that `known` says the server has, and what the proxy sends on its own
-/// (plus `SELECT` when its connection selects a database other than 0).
-pub fn acl_rules(known: impl Fn(&str) -> bool, select: bool) -> Vec<String> {
-    let mut rules = vec![
-        "on".to_owned(),
-        "~*".to_owned(),
-        "resetchannels".to_owned(),
-        "-@all".to_owned(),
-    ];
-    let own = PROXY_OWN.iter().chain(select.then_some(&"SELECT"));
-    for command in COMMANDS.iter().chain(own) {
+/// its password: every key (and no other key pattern or selector it may
+/// have had), no channels, the commands of the allow-list that `known` says
+/// the server has, and what the proxy sends on its own.
+pub fn acl_rules(known: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut rules: Vec<String> = [
+        "on",
+        "resetkeys",
+        "~*",
+        "resetchannels",
+        "clearselectors",
+        "-@all",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for command in COMMANDS.iter().chain(PROXY_OWN) {
         let base = command.split('|').next().unwrap_or(command);
         if known(base) {
             rules.push(format!("+{}", command.to_ascii_lowercase()));
@@ -337,8 +340,18 @@ mod tests {
 
     #[test]
     fn acl_rules_hold_the_list_and_the_proxys_own_commands() {
-        let rules = acl_rules(|name| name != "HGETDEL", false);
-        assert_eq!(rules[..4], ["on", "~*", "resetchannels", "-@all"]);
+        let rules = acl_rules(|name| name != "HGETDEL");
+        assert_eq!(
+            rules[..6],
+            [
+                "on",
+                "resetkeys",
+                "~*",
+                "resetchannels",
+                "clearselectors",
+                "-@all"
+            ]
+        );
         for expected in [
             "+get",
             "+script|load",
@@ -349,8 +362,9 @@ mod tests {
             assert!(rules.iter().any(|r| r == expected), "{expected}");
         }
         assert!(!rules.iter().any(|r| r == "+hgetdel" || r == "+select"));
-        let with_select = acl_rules(|_| true, true);
-        assert!(with_select.iter().any(|r| r == "+select"));
-        assert_eq!(with_select.len(), 4 + COMMANDS.len() + PROXY_OWN.len() + 1);
+        assert_eq!(
+            acl_rules(|_| true).len(),
+            6 + COMMANDS.len() + PROXY_OWN.len()
+        );
     }
 }

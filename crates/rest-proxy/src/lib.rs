@@ -219,6 +219,9 @@ impl Proxy {
         if let Access::Create(name) = &options.access {
             check_name(name)?;
         }
+        if options.access != Access::Unrestricted {
+            database_zero(&info)?;
+        }
         let users = Users::new(info, &options.access).map_err(url_error)?;
         let link = Arc::new(Link::new(users, options.redis_timeout));
         Ok(Proxy {
@@ -251,14 +254,31 @@ impl Proxy {
 
     /// What a token holder can do, in one line for the start-up log.
     pub fn describe(&self) -> String {
-        format!(
+        let what = format!(
             "a token holder can run {} data commands (strings, keys, hashes, lists, sets, \
              sorted sets, HyperLogLog, bitmaps, geo, streams, scripts; `--print-acl` lists \
-             them) as Redis user {:?}, whose ACL holds scripts to the same commands; \
-             nothing that administers the server, blocks, or reaches another database",
+             them) as Redis user {:?}",
             allow::COMMANDS.len(),
             self.redis_user()
-        )
+        );
+        if self.shared.link().users().is_checked() {
+            format!(
+                "{what}, whose ACL holds scripts to the same commands: none that administers \
+                 the server or reaches another database (a script can still use memory and \
+                 time: see the README)"
+            )
+        } else {
+            format!(
+                "{what}; that user is NOT restricted (--allow-unrestricted-user): a script \
+                 can run any command it may, FLUSHALL and CONFIG included"
+            )
+        }
+    }
+
+    /// Whether the proxy runs as a user it checked (or made) to be
+    /// restricted to the allow-list.
+    pub fn is_restricted(&self) -> bool {
+        self.shared.link().users().is_checked()
     }
 
     /// The proxy's routes.
@@ -301,7 +321,23 @@ pub async fn acl_setuser_line(redis_url: &str, name: &str) -> Result<String, Err
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(DEFAULT_REDIS_TIMEOUT))
         .set_response_timeout(Some(DEFAULT_REDIS_TIMEOUT));
+    database_zero(&info)?;
     Ok(acl::setuser_line(info, name, &config).await?)
+}
+
+/// Refuses a URL that selects a database other than 0: a user may run
+/// `SELECT` inside a script whenever it may run it at all (redis-rs sends it
+/// to select the URL's database), and a Redis ACL cannot hold a user to one
+/// database, so a script could reach every other database.
+fn database_zero(info: &redis::ConnectionInfo) -> Result<(), Error> {
+    match info.redis_settings().db() {
+        0 => Ok(()),
+        db => Err(Error::RedisUser(format!(
+            "the URL selects database {db}: a restricted proxy serves database 0 only, since a \
+             Redis ACL cannot keep a script that may SELECT in one database (use database 0, \
+             or --allow-unrestricted-user)"
+        ))),
+    }
 }
 
 fn check_name(name: &str) -> Result<(), Error> {

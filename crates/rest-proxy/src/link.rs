@@ -117,9 +117,12 @@ impl Link {
         let mut kill = redis::cmd("SCRIPT");
         kill.arg("KILL");
         while tokio::time::Instant::now() < until {
-            let reply = self
-                .bounded(async { Ok(self.connect().await?.send_packed_command(&kill).await?) })
-                .await;
+            // Bounded without `bounded`, which would drop the shared
+            // connection on every attempt that times out.
+            let attempt = async { Ok(self.connect().await?.send_packed_command(&kill).await?) };
+            let reply = tokio::time::timeout(self.timeout, attempt)
+                .await
+                .unwrap_or(Err(LinkError::Timeout(self.timeout)));
             match reply {
                 Ok(Value::ServerError(e)) if e.code() == "UNKILLABLE" => {
                     tracing::error!(
@@ -163,9 +166,11 @@ impl Link {
         .await
     }
 
-    /// Sends a pipeline on a connection no other caller uses meanwhile (for
-    /// MULTI … EXEC) and returns its `count` replies.
-    pub(crate) async fn dedicated(
+    /// Sends `MULTI`, then (only if it answered `OK`) `pipe` on the same
+    /// connection, which no other caller uses meanwhile; the replies: `MULTI`'s,
+    /// then `pipe`'s `count`, or only `MULTI`'s when it was refused (so that
+    /// no command of `pipe` runs outside the transaction).
+    pub(crate) async fn transaction(
         &self,
         pipe: &Pipeline,
         count: usize,
@@ -180,7 +185,12 @@ impl Link {
                 Some(conn) => conn,
                 None => self.connect().await?,
             };
-            let replies = conn.send_packed_commands(pipe, 0, count).await?;
+            let multi = conn.send_packed_command(&redis::cmd("MULTI")).await?;
+            if multi != Value::Okay {
+                return Ok(vec![multi]);
+            }
+            let mut replies = conn.send_packed_commands(pipe, 0, count).await?;
+            replies.insert(0, multi);
             // Only a connection that answered in full goes back: a timed-out
             // or broken one is dropped with this future.
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
@@ -268,5 +278,7 @@ impl Link {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+        // The server may have restarted with other ACLs.
+        self.users.recheck();
     }
 }

@@ -106,7 +106,11 @@ async fn main() -> ExitCode {
         Err(e) => return fail(&e),
     };
     tracing::info!(redis = %shown(&cli.redis), "proxying");
-    tracing::info!("{}", proxy.describe());
+    if proxy.is_restricted() {
+        tracing::info!("{}", proxy.describe());
+    } else {
+        tracing::warn!("{}", proxy.describe());
+    }
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "listening beyond loopback: anyone who reaches this address with the token can run those commands, over plain HTTP");
     }

@@ -145,15 +145,23 @@ impl Runner {
         }
         let prepared: Vec<Prepared<'_>> = commands.iter().map(|c| self.prepare(c, true)).collect();
         let mut pipe = Pipeline::new();
-        pipe.cmd("MULTI");
         for p in &prepared {
             pipe.add_command(p.send.to_cmd());
         }
         pipe.cmd("EXEC");
         let replies = self.watch(
             commands,
-            self.link.dedicated(&pipe, prepared.len() + 2).await,
+            self.link.transaction(&pipe, prepared.len() + 1).await,
         )?;
+        match replies.first() {
+            Some(Value::Okay) => {}
+            Some(Value::ServerError(e)) => return Ok(Transaction::Aborted(error_text(e))),
+            _ => {
+                return Ok(Transaction::Aborted(
+                    "ERR unexpected reply to MULTI".to_owned(),
+                ));
+            }
+        }
         let queued = replies.get(1..=prepared.len()).unwrap_or(&[]);
         if let Some(Value::ServerError(e)) =
             queued.iter().find(|r| matches!(r, Value::ServerError(_)))

@@ -298,8 +298,9 @@ fn print_acl_prints_one_setuser_line_for_the_server() {
     assert!(output.status.success(), "{output:?}");
     let line = String::from_utf8_lossy(&output.stdout);
     assert!(
-        line.starts_with("ACL SETUSER px on ~* resetchannels -@all +append ")
-            && line.trim_end().lines().count() == 1,
+        line.starts_with(
+            "ACL SETUSER px on resetkeys ~* resetchannels clearselectors -@all +append "
+        ) && line.trim_end().lines().count() == 1,
         "{line}"
     );
     let output = run(

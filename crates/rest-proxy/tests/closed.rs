@@ -166,8 +166,7 @@ async fn the_proxy_serves_nothing_as_an_unrestricted_user() {
     let server = RedisServer::start();
     let key = unique();
     let planted = Options::new(server.url(), "t").allow_unrestricted_user();
-    let admin = Server::new(planted).expect("a proxy");
-    let app = admin.router();
+    let app = Server::new(planted).expect("a proxy").router();
     let (status, _) = call(app, json!(["SET", key, "planted"])).await;
     assert_eq!(status, StatusCode::OK);
 
@@ -184,11 +183,7 @@ async fn the_proxy_serves_nothing_as_an_unrestricted_user() {
     .await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     assert!(error_of(&body).contains("not on the allow-list"), "{body}");
-    let mut conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = admin(&server).await;
     let kept: Option<String> = redis::cmd("GET")
         .arg(&key)
         .query_async(&mut conn)
@@ -204,23 +199,16 @@ async fn a_user_made_from_print_acl_is_accepted_and_holds_scripts() {
         .await
         .expect("the ACL line");
     assert!(
-        line.starts_with("ACL SETUSER made-by-hand on ~* resetchannels -@all +"),
+        line.starts_with(
+            "ACL SETUSER made-by-hand on resetkeys ~* resetchannels clearselectors -@all +"
+        ),
         "{line}"
     );
     assert!(
         !line.contains("+flushall") && !line.contains("+config") && !line.contains("+keys "),
         "{line}"
     );
-    let mut conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let mut setuser = redis::Cmd::new();
-    for word in line.split(' ').chain([">by-hand-pw"]) {
-        setuser.arg(word);
-    }
-    let () = setuser.query_async(&mut conn).await.unwrap();
+    setuser(&server, &format!("{line} >by-hand-pw")).await;
     let url = format!(
         "redis://made-by-hand:by-hand-pw@127.0.0.1:{}",
         server.port()
@@ -360,4 +348,108 @@ async fn call(app: axum::Router, command: Value) -> (StatusCode, Value) {
         .await
         .unwrap();
     (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// A private server's administrator connection.
+async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Runs `line` (`ACL SETUSER NAME RULE…`, space-separated) on `server`.
+async fn setuser(server: &RedisServer, line: &str) {
+    let mut cmd = redis::Cmd::new();
+    for word in line.split(' ') {
+        cmd.arg(word);
+    }
+    let () = cmd.query_async(&mut admin(server).await).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_database_other_than_0_is_refused_unless_unrestricted() {
+    let server = RedisServer::start();
+    let url = format!("{}/1", server.url().trim_end_matches("/0"));
+    for options in [
+        Options::new(url.clone(), "t").create_user("px"),
+        Options::new(url.clone(), "t"),
+    ] {
+        let refused = Server::new(options).map(|_| ());
+        assert!(
+            matches!(&refused, Err(Error::RedisUser(why)) if why.contains("selects database 1")),
+            "{refused:?}"
+        );
+    }
+    let refused = tollgate_rest_proxy::acl_setuser_line(&url, "px").await;
+    assert!(matches!(refused, Err(Error::RedisUser(_))), "{refused:?}");
+    let proxy = Server::new(Options::new(url, "t").allow_unrestricted_user()).expect("a proxy");
+    assert!(!proxy.is_restricted());
+    assert!(
+        proxy.describe().contains("NOT restricted"),
+        "{}",
+        proxy.describe()
+    );
+}
+
+#[tokio::test]
+async fn a_user_allowed_one_command_more_than_the_list_is_refused() {
+    let server = RedisServer::start();
+    let line = tollgate_rest_proxy::acl_setuser_line(&server.url(), "one-more")
+        .await
+        .expect("the ACL line");
+    let port = server.port();
+    for (extra, named) in [
+        ("+select", "SELECT"),
+        ("+copy", "COPY"),
+        ("+bgsave", "BGSAVE"),
+        ("+bgrewriteaof", "BGREWRITEAOF"),
+    ] {
+        setuser(&server, &format!("{line} >pw {extra}")).await;
+        let url = format!("redis://one-more:pw@127.0.0.1:{port}");
+        let refused = Server::new(Options::new(url, "t"))
+            .expect("a proxy")
+            .connect()
+            .await;
+        assert!(
+            matches!(&refused, Err(Error::RedisUser(why)) if why.contains(&format!("can run {named}"))),
+            "{extra}: {refused:?}"
+        );
+        setuser(&server, &format!("ACL SETUSER one-more -{}", &extra[1..])).await;
+    }
+}
+
+#[tokio::test]
+async fn create_user_works_over_resp3() {
+    let server = RedisServer::start();
+    let url = format!("{}?protocol=resp3", server.url());
+    let proxy = Server::new(Options::new(url, "t").create_user("px3")).expect("a proxy");
+    proxy
+        .connect()
+        .await
+        .expect("the user is created over RESP3 too");
+    let (status, body) = call(proxy.router(), json!(["INCR", unique()])).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"result": 1})));
+}
+
+#[tokio::test]
+async fn a_refused_multi_runs_none_of_the_transaction() {
+    let server = RedisServer::start();
+    setuser(&server, "ACL SETUSER no-multi on >pw ~* +@all -multi").await;
+    let url = format!("redis://no-multi:pw@127.0.0.1:{}", server.port());
+    let proxy = Server::new(Options::new(url, "t").allow_unrestricted_user()).expect("a proxy");
+    let key = unique();
+    let app = proxy.router();
+    let request = axum::http::Request::post("/multi-exec")
+        .header("authorization", "Bearer t")
+        .body(axum::body::Body::from(
+            json!([["INCR", key], ["INCR", key]]).to_string(),
+        ))
+        .unwrap();
+    use tower::ServiceExt as _;
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let (status, body) = call(app, json!(["GET", key])).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"result": null})));
 }
