@@ -7,6 +7,8 @@ use deadpool_postgres::PoolError;
 use tokio_postgres::error::SqlState;
 use tollgate_core::{BoxError, StoreError};
 
+use crate::tls::TlsThenPlain;
+
 /// The SQLSTATE the store's own guard raises when a statement reaches its
 /// end after the call's deadline: everything it wrote is rolled back.
 pub(crate) const DEADLINE_PASSED: &str = "TG001";
@@ -152,6 +154,23 @@ pub(crate) fn from_pool(err: PoolError, started: Instant) -> StoreError {
         },
         PoolError::Closed => StoreError::Connection("the connection pool is closed".into()),
         other => StoreError::Connection(Box::new(Message(other.to_string()))),
+    }
+}
+
+/// A new pool connection under `sslmode=prefer` that failed over TLS
+/// (`tls`), then in plain (`plain`, the pool's error): classified by the
+/// plain attempt's error, as [`from_pool`] does, both in the source.
+pub(crate) fn from_tls_then_plain(
+    tls: tokio_postgres::Error,
+    plain: tokio_postgres::Error,
+    started: Instant,
+) -> StoreError {
+    let class = class(&plain);
+    let source = Box::new(TlsThenPlain::new(tls, plain));
+    match class {
+        Class::Busy => StoreError::Busy(source),
+        Class::Timeout => StoreError::Timeout(started.elapsed()),
+        Class::Connection | Class::Backend => StoreError::Connection(source),
     }
 }
 

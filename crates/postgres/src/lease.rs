@@ -4,10 +4,10 @@
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
-use deadpool_postgres::{ClientWrapper, Object, Pool, Timeouts};
+use deadpool_postgres::{ClientWrapper, Object, Pool, PoolError, Timeouts};
 use tollgate_core::{Deadline, StoreError};
 
-use crate::error;
+use crate::{error, tls};
 
 /// A connection taken from the pool for one call.
 ///
@@ -56,10 +56,15 @@ impl Lease {
             create: limit,
             recycle: limit,
         };
-        let client = pool
-            .timeout_get(&timeouts)
-            .await
-            .map_err(|e| error::from_pool(e, started))?;
+        // A new connection is opened in this task: a `prefer` one that
+        // failed over TLS and then in plain notes the TLS attempt's error.
+        let (taken, tls_failure) = tls::noting_tls_failure(pool.timeout_get(&timeouts)).await;
+        let client = taken.map_err(|e| match (e, tls_failure) {
+            (PoolError::Backend(plain), Some(tls)) => {
+                error::from_tls_then_plain(tls, plain, started)
+            }
+            (e, _) => error::from_pool(e, started),
+        })?;
         Ok(Lease {
             client: Some(client),
         })

@@ -1,18 +1,23 @@
 //! TLS to the server by `sslmode`, as libpq reads it: the rustls
 //! configuration of each mode (which certificates are checked, against which
 //! roots), and the pool's connector, which under `prefer` falls back to a
-//! plain connection when TLS fails.
+//! plain connection when TLS itself fails or the server refuses the login
+//! for its encryption, never after a refused password.
 //!
 //! The crypto provider is ring, named in each configuration rather than
 //! taken from (or installed as) the process default, so that an application
 //! building another provider too (aws-lc-rs) neither panics nor changes.
 
+use std::cell::RefCell;
+use std::fmt;
 use std::fs;
 use std::future::Future;
+use std::io;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
 
 use deadpool_postgres::Connect;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -22,9 +27,11 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::ParsedCertificate;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::task::JoinHandle;
 use tokio_postgres::config::SslMode;
-use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 use tokio_postgres::{Client, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -34,9 +41,10 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 pub(crate) enum Mode {
     /// Plain.
     Disable,
-    /// TLS when the server offers it, plain when it does not or when TLS
-    /// fails; the certificate is not checked (unless `sslrootcert` names a
-    /// file: then its chain is).
+    /// TLS when the server offers it, plain when it does not, when the
+    /// TLS handshake fails, or when the server refuses the login over TLS
+    /// for its encryption (see [`worth_plain`]); the certificate is not
+    /// checked (unless `sslrootcert` names a file: then its chain is).
     Prefer,
     /// TLS or nothing; the certificate is not checked (unless `sslrootcert`
     /// names a file: then its chain is, as libpq does).
@@ -225,8 +233,9 @@ impl ServerCertVerifier for ChainOnly {
 }
 
 /// Opens the pool's connections: with TLS as the mode says; under `prefer`,
-/// once more in plain when the TLS attempt failed (its handshake, or the
-/// server refusing the login over TLS), as libpq does.
+/// once more in plain when the TLS attempt failed in a way plain may mend
+/// ([`worth_plain`]). When that retry fails too, the TLS attempt's error is
+/// noted for the caller taking the connection ([`noting_tls_failure`]).
 pub(crate) struct Connector {
     tls: MakeRustlsConnect,
     mode: Mode,
@@ -258,11 +267,20 @@ impl Connect for Connector {
             let tried = Arc::new(AtomicU8::new(NO_TLS));
             let first = config.connect(self.track(&tried)).await;
             let (client, connection) = match first {
-                Err(err) if self.mode == Mode::Prefer && worth_plain(&err, &tried) => {
-                    tracing::debug!(error = %err, "TLS failed under sslmode=prefer; trying plain");
+                Err(tls) if self.mode == Mode::Prefer && worth_plain(&tls, &tried) => {
+                    tracing::debug!(
+                        error = %Causes(&tls),
+                        "TLS failed under sslmode=prefer; trying plain"
+                    );
                     let mut plain = config;
                     plain.ssl_mode(SslMode::Disable);
-                    plain.connect(self.track(&tried)).await?
+                    match plain.connect(self.track(&tried)).await {
+                        Ok(connected) => connected,
+                        Err(err) => {
+                            note_tls_failure(tls);
+                            return Err(err);
+                        }
+                    }
                 }
                 other => other?,
             };
@@ -289,20 +307,119 @@ impl Connector {
 const NO_TLS: u8 = 0;
 /// A TLS handshake failed.
 const TLS_FAILED: u8 = 1;
-/// A TLS handshake succeeded.
+/// A TLS handshake succeeded (and the server's first message over it, if
+/// any came, was not an error).
 const TLS_UP: u8 = 2;
+/// A TLS handshake succeeded and the server's first message over it was an
+/// error: it refused the login before asking for any credential.
+const TLS_REFUSED_AT_ONCE: u8 = 3;
 
-/// Whether a failed `prefer` attempt is tried again in plain: its TLS
-/// handshake failed, or it was over TLS and the server refused it.
+/// Whether a failed `prefer` attempt is tried again in plain: when TLS
+/// itself failed (the handshake: the certificate, the protocol), or when
+/// the server, over TLS, refused the connection for its encryption:
+/// SQLSTATE 28000 `invalid_authorization_specification` as its first
+/// answer, before any authentication exchange, which is pg_hba's refusal
+/// (`no pg_hba.conf entry …, SSL encryption`, or a `hostssl … reject`
+/// line).
+///
+/// Never after any other server error: a refused password (28P01
+/// `invalid_password`) tried again in plain would send it again, in clear
+/// when the server asks for it by `password`, and hide the real cause
+/// behind the plain attempt's answer. Nor after a 28000 that follows the
+/// authentication (a role that may not log in, or does not exist): the
+/// password, if asked, has been sent already. libpq retries in plain after
+/// any server error; this connector does not.
 fn worth_plain(err: &tokio_postgres::Error, tried: &AtomicU8) -> bool {
     match tried.load(Ordering::Acquire) {
         TLS_FAILED => true,
-        TLS_UP => err.as_db_error().is_some(),
+        TLS_REFUSED_AT_ONCE => err.code() == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION),
         _ => false,
     }
 }
 
-/// A TLS connector that records how its handshake went.
+tokio::task_local! {
+    /// The TLS attempt's error of a `prefer` connection whose plain retry
+    /// failed too, for the caller taking a connection from the pool (the
+    /// pool's error type is the driver's, which cannot carry it).
+    static TLS_FAILURE: RefCell<Option<tokio_postgres::Error>>;
+}
+
+/// Runs `taking` (taking a connection from the pool, which opens new ones
+/// in the same task) and returns its output with the TLS attempt's error
+/// noted by the [`Connector`] when a `prefer` connection failed over TLS
+/// and then in plain: the plain attempt's error is the pool's.
+pub(crate) async fn noting_tls_failure<F: Future>(
+    taking: F,
+) -> (F::Output, Option<tokio_postgres::Error>) {
+    TLS_FAILURE
+        .scope(RefCell::new(None), async {
+            let output = taking.await;
+            (output, TLS_FAILURE.with(|noted| noted.borrow_mut().take()))
+        })
+        .await
+}
+
+/// Notes `tls` for [`noting_tls_failure`]; outside it, only logs it.
+fn note_tls_failure(tls: tokio_postgres::Error) {
+    let shown = Causes(&tls).to_string();
+    if TLS_FAILURE
+        .try_with(|noted| *noted.borrow_mut() = Some(tls))
+        .is_err()
+    {
+        tracing::debug!(error = %shown, "under sslmode=prefer, TLS failed, then plain");
+    }
+}
+
+/// A `prefer` connection that failed over TLS, then in plain. Its message
+/// is the TLS attempt's cause; its source, the plain attempt's error (the
+/// server's last answer). Neither holds the password: the driver's errors
+/// never do.
+#[derive(Debug)]
+pub(crate) struct TlsThenPlain {
+    tls: tokio_postgres::Error,
+    plain: tokio_postgres::Error,
+}
+
+impl TlsThenPlain {
+    pub(crate) fn new(tls: tokio_postgres::Error, plain: tokio_postgres::Error) -> TlsThenPlain {
+        TlsThenPlain { tls, plain }
+    }
+}
+
+impl fmt::Display for TlsThenPlain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "sslmode=prefer: the TLS attempt failed ({}), and so did the plain retry",
+            Causes(&self.tls)
+        )
+    }
+}
+
+impl std::error::Error for TlsThenPlain {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.plain)
+    }
+}
+
+/// An error and its sources, `: ` between them (the driver's own message
+/// is only its kind, "db error", "error performing TLS handshake").
+struct Causes<'a>(&'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Causes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(next) = source {
+            write!(f, ": {next}")?;
+            source = next.source();
+        }
+        Ok(())
+    }
+}
+
+/// A TLS connector that records how its handshake went, and whether the
+/// server's first message after it was an error ([`Observed`]).
 #[derive(Clone)]
 struct Tracked<T> {
     inner: T,
@@ -314,11 +431,14 @@ where
     T: MakeTlsConnect<S>,
     <T::TlsConnect as TlsConnect<S>>::Future: Send + 'static,
 {
-    type Stream = T::Stream;
+    type Stream = Observed<T::Stream>;
     type TlsConnect = Tracked<T::TlsConnect>;
     type Error = T::Error;
 
     fn make_tls_connect(&mut self, domain: &str) -> Result<Self::TlsConnect, Self::Error> {
+        // A new attempt (the driver asks once per address it reached): what
+        // an earlier one's handshake did says nothing of this one.
+        self.tried.store(NO_TLS, Ordering::Release);
         Ok(Tracked {
             inner: self.inner.make_tls_connect(domain)?,
             tried: Arc::clone(&self.tried),
@@ -331,9 +451,9 @@ where
     T: TlsConnect<S>,
     T::Future: Send + 'static,
 {
-    type Stream = T::Stream;
+    type Stream = Observed<T::Stream>;
     type Error = T::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<T::Stream, T::Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Stream, T::Error>> + Send>>;
 
     fn connect(self, stream: S) -> Self::Future {
         let tried = self.tried;
@@ -342,8 +462,76 @@ where
             let result = handshake.await;
             let outcome = if result.is_ok() { TLS_UP } else { TLS_FAILED };
             tried.store(outcome, Ordering::Release);
-            result
+            result.map(|inner| Observed {
+                inner,
+                tried,
+                first_read: false,
+            })
         })
+    }
+}
+
+/// A TLS stream that notes (as [`TLS_REFUSED_AT_ONCE`]) when the first
+/// message the server sends over it is an error (`E`): the server refused
+/// the login before any authentication request (`R`).
+struct Observed<T> {
+    inner: T,
+    tried: Arc<AtomicU8>,
+    first_read: bool,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Observed<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if !this.first_read && buf.filled().len() > before {
+            this.first_read = true;
+            if buf.filled()[before] == b'E' {
+                this.tried.store(TLS_REFUSED_AT_ONCE, Ordering::Release);
+            }
+        }
+        read
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Observed<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl<T: TlsStream + Unpin> TlsStream for Observed<T> {
+    fn channel_binding(&self) -> ChannelBinding {
+        self.inner.channel_binding()
     }
 }
 
@@ -384,6 +572,34 @@ mod tests {
         let err = client_config(Mode::VerifyCa, Some(&Roots::File(empty))).unwrap_err();
         assert!(err.contains("holds no PEM certificate"), "{err}");
         let _ = fs::remove_dir_all(dir);
+    }
+
+    /// What [`Observed`] notes when the server's first bytes are `first`.
+    async fn noted_after(first: &[u8]) -> u8 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let (client, mut server) = tokio::io::duplex(64);
+        let tried = Arc::new(AtomicU8::new(TLS_UP));
+        let mut observed = Observed {
+            inner: client,
+            tried: Arc::clone(&tried),
+            first_read: false,
+        };
+        server.write_all(first).await.unwrap();
+        let mut buf = [0u8; 1];
+        observed.read_exact(&mut buf).await.unwrap();
+        // Later messages change nothing.
+        server.write_all(b"E").await.unwrap();
+        observed.read_exact(&mut buf).await.unwrap();
+        tried.load(Ordering::Acquire)
+    }
+
+    #[tokio::test]
+    async fn only_an_error_as_the_first_message_is_a_refusal_at_once() {
+        // ErrorResponse first: pg_hba refused before any authentication.
+        assert_eq!(noted_after(b"E").await, TLS_REFUSED_AT_ONCE);
+        // An authentication request first: the login went on.
+        assert_eq!(noted_after(b"R").await, TLS_UP);
     }
 
     #[test]

@@ -1,15 +1,21 @@
 //! The store over TLS, by `sslmode`, against a private Postgres serving TLS
 //! only over TCP (a certificate for `localhost` and `127.0.0.1` signed by a
-//! CA the test made; plain TCP refused by its `pg_hba.conf`); and the
+//! CA the test made; plain TCP refused by its `pg_hba.conf`); `prefer`'s
+//! fallback to plain, also against a server taking plain TCP for some
+//! roles, through a relay that keeps what the client sends; and the
 //! conformance suite over `verify-full`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
 use std::error::Error as _;
-use std::sync::OnceLock;
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 use tollgate_conformance::Expiry;
 use tollgate_core::{CheckId, Counter, CounterStore, Deadline};
@@ -26,6 +32,147 @@ fn server() -> &'static PostgresServer {
             PostgresServer::start_with(PostgresServerOptions::default().fsync(false).tls(true))
         })
     })
+}
+
+/// A role that [`mixed_server`] refuses over TLS and lets in over plain TCP.
+const PLAIN_ROLE: &str = "tollgate_plain";
+/// A role that [`mixed_server`] refuses over TLS and over plain TCP.
+const REFUSED_ROLE: &str = "tollgate_refused";
+/// A role of [`mixed_server`] that may not log in, though its password
+/// passes (by SCRAM over TLS, sent in clear over plain TCP).
+const NOLOGIN_ROLE: &str = "tollgate_nologin";
+/// [`NOLOGIN_ROLE`]'s password.
+const NOLOGIN_PASSWORD: &str = "Nologin-s3cret-pw";
+
+/// The binary's second TLS server (started on first use), which also takes
+/// plain TCP for some roles: [`SCRAM_ROLE`] logs in by SCRAM over TLS and by
+/// its password sent in clear (`password`) over plain TCP; [`PLAIN_ROLE`]
+/// over plain TCP only; [`REFUSED_ROLE`] neither way; [`NOLOGIN_ROLE`]'s
+/// password is checked as [`SCRAM_ROLE`]'s; anyone else over TLS only,
+/// without a password.
+fn mixed_server() -> &'static PostgresServer {
+    static SERVER: OnceLock<PostgresServer> = OnceLock::new();
+    tokio::task::block_in_place(|| {
+        SERVER.get_or_init(|| {
+            let options = PostgresServerOptions::default()
+                .fsync(false)
+                .tls(true)
+                .hba(format!("hostnossl all {SCRAM_ROLE} 127.0.0.1/32 password"))
+                .hba(format!("hostssl all {PLAIN_ROLE} 127.0.0.1/32 reject"))
+                .hba(format!("hostnossl all {PLAIN_ROLE} 127.0.0.1/32 trust"))
+                .hba(format!("host all {REFUSED_ROLE} 127.0.0.1/32 reject"))
+                .hba(format!(
+                    "hostssl all {NOLOGIN_ROLE} 127.0.0.1/32 scram-sha-256"
+                ))
+                .hba(format!(
+                    "hostnossl all {NOLOGIN_ROLE} 127.0.0.1/32 password"
+                ));
+            let server = PostgresServer::start_with(options);
+            server.psql(&format!(
+                "CREATE ROLE {SCRAM_ROLE} LOGIN PASSWORD 'Mixed-s3cret-pw'; \
+                 CREATE ROLE {PLAIN_ROLE} LOGIN; \
+                 CREATE ROLE {NOLOGIN_ROLE} NOLOGIN PASSWORD '{NOLOGIN_PASSWORD}'; \
+                 GRANT CREATE ON DATABASE postgres TO {SCRAM_ROLE}, {PLAIN_ROLE};"
+            ));
+            server
+        })
+    })
+}
+
+/// The first bytes of a connection asking for TLS: an SSLRequest (length
+/// 8, code 80877103).
+const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+
+/// What a client sent through a [`Relay`] on one connection, as it crossed
+/// the wire (TLS records after an SSLRequest).
+#[derive(Clone, Default)]
+struct Sent(Vec<u8>);
+
+impl Sent {
+    /// Whether the connection began by asking for TLS.
+    fn asked_tls(&self) -> bool {
+        self.0.starts_with(&SSL_REQUEST)
+    }
+
+    /// Whether `text` crossed the wire readable.
+    fn holds(&self, text: &str) -> bool {
+        self.0.windows(text.len()).any(|w| w == text.as_bytes())
+    }
+}
+
+/// Each connection's kind, in order: `TLS` or `plain`.
+fn kinds(sent: &[Sent]) -> Vec<&'static str> {
+    sent.iter()
+        .map(|s| if s.asked_tls() { "TLS" } else { "plain" })
+        .collect()
+}
+
+/// A TCP relay on a loopback port to a server's, keeping what clients send
+/// through it, one entry per connection in the order they were opened.
+struct Relay {
+    port: u16,
+    sent: Arc<Mutex<Vec<Sent>>>,
+    accepting: JoinHandle<()>,
+}
+
+impl Relay {
+    async fn to(server_port: u16) -> Relay {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&sent);
+        let accepting = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let index = {
+                    let mut all = kept.lock().unwrap();
+                    all.push(Sent::default());
+                    all.len() - 1
+                };
+                tokio::spawn(relay(client, server_port, Arc::clone(&kept), index));
+            }
+        });
+        Relay {
+            port,
+            sent,
+            accepting,
+        }
+    }
+
+    /// What each connection sent so far.
+    fn sent(&self) -> Vec<Sent> {
+        self.sent.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+/// Relays `client` to the server, keeping what it sends (before passing it
+/// on, so it is kept by the time the server answers it) in `kept[index]`.
+async fn relay(client: TcpStream, server_port: u16, kept: Arc<Mutex<Vec<Sent>>>, index: usize) {
+    let Ok(server) = TcpStream::connect((Ipv4Addr::LOCALHOST, server_port)).await else {
+        return;
+    };
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let up = async {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = client_read.read(&mut buf).await {
+            kept.lock().unwrap()[index].0.extend_from_slice(&buf[..n]);
+            if server_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = server_write.shutdown().await;
+    };
+    let down = async {
+        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(up, down);
 }
 
 /// The server's URL as `user` on `host`, with `params` (`sslmode=…`).
@@ -231,6 +378,142 @@ async fn prefer_uses_tls_and_falls_back_to_plain_when_tls_fails() {
         "{}",
         chain(&err)
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prefer_never_sends_a_refused_password_again_in_plain() {
+    // The server takes this role's password in clear over plain TCP: a
+    // wrong one refused over TLS must not be tried again that way.
+    let relay = Relay::to(mixed_server().port()).await;
+    let wrong = "Wrong-prefer-pw";
+    let url = format!(
+        "postgres://{SCRAM_ROLE}:{wrong}@127.0.0.1:{}/postgres?sslmode=prefer",
+        relay.port
+    );
+    let err = open(&url).await.unwrap_err();
+    let text = format!("{} {err:?}", chain(&err));
+    let sent = relay.sent();
+    assert!(
+        !sent.iter().any(|s| s.holds(wrong)),
+        "the password crossed in clear: connections {:?}; {text}",
+        kinds(&sent)
+    );
+    assert_eq!(kinds(&sent), ["TLS"], "{text}");
+    let refused = driver_error(&err)
+        .as_db_error()
+        .unwrap_or_else(|| panic!("not the server's answer: {text}"));
+    assert_eq!(refused.code().code(), "28P01", "{text}");
+    assert!(
+        refused.message().contains("password authentication failed"),
+        "{text}"
+    );
+    assert!(!text.contains(wrong), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prefer_never_retries_in_plain_once_the_password_was_asked() {
+    // The password passes over TLS, then the server refuses the role
+    // (28000, as pg_hba's refusals): not pg_hba's answer to TLS, so no
+    // plain retry, which would send the right password in clear.
+    let relay = Relay::to(mixed_server().port()).await;
+    let url = format!(
+        "postgres://{NOLOGIN_ROLE}:{NOLOGIN_PASSWORD}@127.0.0.1:{}/postgres",
+        relay.port
+    );
+    let err = open(&url).await.unwrap_err();
+    let text = format!("{} {err:?}", chain(&err));
+    let sent = relay.sent();
+    assert!(
+        !sent.iter().any(|s| s.holds(NOLOGIN_PASSWORD)),
+        "the password crossed in clear: connections {:?}; {text}",
+        kinds(&sent)
+    );
+    assert_eq!(kinds(&sent), ["TLS"], "{text}");
+    let refused = driver_error(&err)
+        .as_db_error()
+        .unwrap_or_else(|| panic!("not the server's answer: {text}"));
+    assert_eq!(refused.code().code(), "28000", "{text}");
+    assert!(
+        refused.message().contains("not permitted to log in"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prefer_reports_a_wrong_password_not_a_plain_refusal() {
+    // The TLS-only server: a plain retry would be refused (`no pg_hba.conf
+    // entry … no encryption`), and that refusal would hide the cause.
+    let relay = Relay::to(server().port()).await;
+    let wrong = "Wrong-prefer-pw";
+    let url = format!(
+        "postgres://{SCRAM_ROLE}:{wrong}@127.0.0.1:{}/postgres",
+        relay.port
+    );
+    let err = open(&url).await.unwrap_err();
+    let text = format!("{} {err:?}", chain(&err));
+    assert_eq!(kinds(&relay.sent()), ["TLS"], "{text}");
+    let refused = driver_error(&err)
+        .as_db_error()
+        .unwrap_or_else(|| panic!("not the server's answer: {text}"));
+    assert_eq!(refused.code().code(), "28P01", "{text}");
+    assert!(
+        text.contains("password authentication failed") && !text.contains("no encryption"),
+        "{text}"
+    );
+    assert!(!text.contains(wrong), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prefer_falls_back_to_plain_when_the_server_refuses_tls_for_the_role() {
+    // pg_hba refuses the role over TLS (SQLSTATE 28000) and lets it in plain.
+    let relay = Relay::to(mixed_server().port()).await;
+    counts(&format!(
+        "postgres://{PLAIN_ROLE}@127.0.0.1:{}/postgres?sslmode=prefer",
+        relay.port
+    ))
+    .await;
+    let sent = kinds(&relay.sent());
+    assert_eq!(sent.get(..2), Some(&["TLS", "plain"][..]), "{sent:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prefer_names_both_failures_when_plain_fails_too() {
+    // TLS fails (a chain that does not verify), then the server refuses
+    // plain: both causes are in the error, the password in neither.
+    let password = "Both-s3cret-pw";
+    let dir = tempfile::tempdir().unwrap();
+    let other = Certificates::make(dir.path(), &["127.0.0.1"]);
+    let url = format!(
+        "postgres://{SCRAM_ROLE}:{password}@127.0.0.1:{}/postgres?sslmode=prefer&sslrootcert={}",
+        server().port(),
+        other.ca.display()
+    );
+    let err = open(&url).await.unwrap_err();
+    let text = format!("{} {err:?}", chain(&err));
+    assert!(
+        text.contains("sslmode=prefer")
+            && text.contains("invalid peer certificate")
+            && text.contains("UnknownIssuer")
+            && text.contains("no encryption"),
+        "{text}"
+    );
+    assert!(!text.contains(password), "{text}");
+
+    // The server refuses the role over TLS (28000), then in plain.
+    let url = format!(
+        "postgres://{REFUSED_ROLE}:{password}@127.0.0.1:{}/postgres",
+        mixed_server().port()
+    );
+    let err = open(&url).await.unwrap_err();
+    let text = format!("{} {err:?}", chain(&err));
+    assert!(
+        text.contains("sslmode=prefer")
+            && text.contains("rejects connection")
+            && text.contains("SSL encryption")
+            && text.contains("no encryption"),
+        "{text}"
+    );
+    assert!(!text.contains(password), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

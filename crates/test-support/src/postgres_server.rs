@@ -83,6 +83,11 @@ pub struct PostgresServerOptions {
     /// password, except [`SCRAM_ROLE`], which (once a test creates it)
     /// logs in with its password by SCRAM-SHA-256.
     pub tls: bool,
+    /// More `pg_hba.conf` lines for a TLS-only server, read before its own
+    /// (e.g. `hostnossl all app 127.0.0.1/32 password`, to let a role in
+    /// over plain TCP too); none by default. Ignored without
+    /// [`tls`](PostgresServerOptions::tls).
+    pub hba: Vec<String>,
 }
 
 /// The role that a TLS-only server ([`PostgresServerOptions::tls`]) asks
@@ -96,6 +101,7 @@ impl Default for PostgresServerOptions {
             max_connections: 200,
             settings: Vec::new(),
             tls: false,
+            hba: Vec::new(),
         }
     }
 }
@@ -122,6 +128,14 @@ impl PostgresServerOptions {
     /// Sets [`tls`](PostgresServerOptions::tls): TLS only over TCP.
     pub fn tls(mut self, on: bool) -> PostgresServerOptions {
         self.tls = on;
+        self
+    }
+
+    /// Adds a line to a TLS-only server's `pg_hba.conf`
+    /// ([`hba`](PostgresServerOptions::hba)), before its own and after
+    /// the lines added before it.
+    pub fn hba(mut self, line: impl Into<String>) -> PostgresServerOptions {
+        self.hba.push(line.into());
         self
     }
 }
@@ -168,7 +182,7 @@ impl PostgresServer {
         if let Some((uid, gid)) = owner {
             chown(&dir, uid, gid);
         }
-        let certificates = options.tls.then(|| tls_files(&dir, owner));
+        let certificates = options.tls.then(|| tls_files(&dir, owner, &options.hba));
         let mut server = PostgresServer {
             reaper: Some(reaper(&dir)),
             bin,
@@ -520,12 +534,13 @@ fn setting(name: &str, path: &Path) -> std::ffi::OsString {
 
 /// Makes a TLS-only server's certificates (in `dir/tls`) and its
 /// `pg_hba.conf` (`dir/pg_hba_tls.conf`): plain on the Unix socket, TLS
-/// only over TCP; the key is the server user's, readable by it alone (the
-/// server refuses it otherwise).
-fn tls_files(dir: &Path, owner: Option<(u32, u32)>) -> Certificates {
+/// only over TCP, after the `extra` lines; the key is the server user's,
+/// readable by it alone (the server refuses it otherwise).
+fn tls_files(dir: &Path, owner: Option<(u32, u32)>, extra: &[String]) -> Certificates {
     let certificates = Certificates::make(&dir.join("tls"), &["localhost", "127.0.0.1"]);
     let hba = dir.join("pg_hba_tls.conf");
-    let rules = format!(
+    let mut rules: String = extra.iter().map(|line| format!("{line}\n")).collect();
+    rules += &format!(
         "local all all trust\n\
          hostssl all {SCRAM_ROLE} 127.0.0.1/32 scram-sha-256\n\
          hostssl all {SCRAM_ROLE} ::1/128 scram-sha-256\n\
