@@ -938,19 +938,73 @@ fn usage_errors_are_one_line() {
     );
 }
 
+/// Secrets holding the characters that may end a URL's authority (`/`,
+/// `?`, `#`), an `@`, a `+` and a `%2F` escape, each starting with a
+/// different one, as base64 keys and generated passwords do. (The first
+/// run of letters and digits of each is longer than 4: see [`giveaways`].)
+const ODD_SECRETS: &[&str] = &[
+    "Sl4sh/Cl1q#Vb2n?Tj5w+Mz8c%2FRd3x",
+    "H4shx#Cl1q?Vb2n/Tj5w@Mz8c",
+    "Qm4rk?Cl1q/Vb2n#Tj5w&Mz8c=Rd3x",
+    "Att4t@Cl1q/Vb2n#Tj5w?Mz8c+Rd3x",
+    "Pl5sx+Cl1q%2FVb2n%23Tj5w%40Mz8c",
+];
+
+/// The parts of `secret` that would give it away, lowercase: its runs of 4
+/// or more ASCII letters and digits, a `%XX` escape taken as a separator
+/// (so that the escaped and the decoded text both match).
+fn giveaways(secret: &str) -> Vec<String> {
+    let mut text = String::new();
+    for (i, piece) in secret.split('%').enumerate() {
+        text.push(' ');
+        text.push_str(if i == 0 {
+            piece
+        } else {
+            piece.get(2..).unwrap_or("")
+        });
+    }
+    text.to_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|run| run.len() >= 4)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Fails when `run` printed any part of `secret` (in any case).
+fn assert_hidden(what: &str, secret: &str, run: &Run) {
+    let all = run.all().to_lowercase();
+    for part in giveaways(secret) {
+        assert!(
+            !all.contains(&part),
+            "{what}: `{part}` of the secret {secret} is printed: {run:#?}"
+        );
+    }
+}
+
 #[test]
 fn no_secret_is_printed_on_any_error_path_of_any_store_url() {
     // Planted as a password, a bare user, a query field, a token and a
     // text pasted in the URL's place; every command, from --store and from
     // TOLLGATE_STORE; stores down, malformed, unknown or not compiled in.
     // (Longer than 16 characters: a shorter text before `://` reads as a
-    // scheme, and is named.)
-    let secret = "Pl4ntedCl1Secret07";
+    // scheme, and is named.) Then each of ODD_SECRETS the same way.
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
+    let mut not_a_url = 0;
+    for secret in std::iter::once("Pl4ntedCl1Secret07").chain(ODD_SECRETS.iter().copied()) {
+        not_a_url += no_secret_is_printed_for(secret, port);
+    }
+    // The runs reached the store's errors, not only the parser's.
+    assert!(not_a_url >= 5 * 4 * (1 + ODD_SECRETS.len()), "{not_a_url}");
+}
+
+/// Every command on every store URL planting `secret`, and `secret` given
+/// without `--store`, with `port` a loopback port nothing listens on: no
+/// part of `secret` is printed. How many runs said "not a URL".
+fn no_secret_is_printed_for(secret: &str, port: u16) -> usize {
     let urls = [
         secret.to_owned(),
         format!("{secret}@127.0.0.1:{port}"),
@@ -989,15 +1043,10 @@ fn no_secret_is_printed_on_any_error_path_of_any_store_url() {
         for run in &runs {
             assert_ne!(run.code, 0, "{url}: {run:#?}");
             assert!(!run.all().contains("panicked"), "{url}: {run:#?}");
-            assert!(
-                !run.all().to_lowercase().contains(&secret.to_lowercase()),
-                "{url}: {run:#?}"
-            );
+            assert_hidden(url, secret, run);
             not_a_url += usize::from(run.all().contains("not a URL"));
         }
     }
-    // The runs reached the store's errors, not only the parser's.
-    assert!(not_a_url >= 5 * 4, "{not_a_url}");
     // A forgotten --store: the secret is a stray argument of the parser's.
     for stray in [secret.to_owned(), format!("{secret}@127.0.0.1:{port}")] {
         let run = tollgate(&["doctor", &stray]);
@@ -1005,6 +1054,65 @@ fn no_secret_is_printed_on_any_error_path_of_any_store_url() {
             run.error_line(2).contains("unexpected argument '***'"),
             "{run:#?}"
         );
-        assert!(!run.all().contains(secret), "{run:#?}");
+        assert_hidden(&stray, secret, &run);
+    }
+    // And a store URL given without --store: named by its host alone.
+    let stray = format!("redis://:{secret}@127.0.0.1:{port}/0");
+    let run = tollgate(&["doctor", &stray]);
+    let named = format!("unexpected argument 'redis://***@127.0.0.1:{port}/0'");
+    assert!(run.error_line(2).contains(&named), "{run:#?}");
+    assert_hidden(&stray, secret, &run);
+    not_a_url
+}
+
+#[test]
+fn doctor_names_a_store_by_its_host_when_the_password_holds_a_slash_or_hash() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // The reviewer's URLs: the user and the start of the password were
+    // printed as the store's name (`postgres://app:se`, `redis://:Ab`).
+    for (url, store, secret) in [
+        (
+            format!("postgres://app:se/cret-pw@127.0.0.1:{port}/x"),
+            format!("postgres://127.0.0.1:{port}"),
+            "se/cret-pw",
+        ),
+        (
+            format!("redis://:Ab#cd-secret@127.0.0.1:{port}"),
+            format!("redis://127.0.0.1:{port}"),
+            "Ab#cd-secret",
+        ),
+        (
+            format!("redis://:Ab?cd/ef@gh-secret@127.0.0.1:{port}/0"),
+            format!("redis://127.0.0.1:{port}"),
+            "Ab?cd/ef@gh-secret",
+        ),
+    ] {
+        for run in [
+            doctor(&url),
+            tollgate_with(
+                &["doctor", "--calls", "1"],
+                b"",
+                &[("TOLLGATE_STORE", &url)],
+            ),
+        ] {
+            let line = run.error_line(1);
+            assert!(
+                line.starts_with(&format!("tollgate: error: cannot open the store {store}: "))
+                    || line.starts_with(&format!(
+                        "tollgate: error: cannot reach the store {store}: "
+                    )),
+                "{url}: {line}"
+            );
+            assert!(!line.contains("app:"), "{url}: {line}");
+            assert!(!line.contains("://:"), "{url}: {line}");
+            let parts = secret.split(['/', '#', '?', '@']);
+            for part in parts.filter(|part| part.len() >= 4) {
+                assert!(!line.contains(part), "{url}: `{part}` in {line}");
+            }
+        }
     }
 }

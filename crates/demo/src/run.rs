@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use tokio::net::TcpListener;
 use tollgate::axum::Trust;
+use tollgate::url::shown;
 use tollgate::{Limiter, OpenError, RuleSet};
 
 use crate::{Options, app_with, serve_with};
@@ -122,9 +123,12 @@ pub async fn run(
             std::future::pending(),
         ));
     }
-    let store = options.store.split(':').next().unwrap_or_default();
+    // The store as every tollgate program names it: its scheme and host,
+    // never its user information, path or query (nor a text that is not a
+    // store URL).
+    let store = shown(&options.store);
     tracing::info!(
-        store,
+        store = %store,
         trust = %options.trust,
         dev = options.dev,
         rules = rules.len(),

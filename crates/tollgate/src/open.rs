@@ -89,7 +89,10 @@ pub enum OpenError {
 /// **Secrets.** No error of `open_store` (its text, its `Debug`, its
 /// sources) shows a password, a token or a URL's user information, nor a
 /// text that is not a URL (a secret pasted in a URL's place); nor does the
-/// `Debug` of a store it opens.
+/// `Debug` of a store it opens. A URL whose password the store's driver
+/// would read in part as the host (a Redis URL with an `@` after a `/`, `?`
+/// or `#`, a Postgres URL with a second `@` before its host ends) is
+/// [`OpenError::Open`]: percent-encode those characters in the password.
 ///
 /// The store is both a [`CounterStore`](tollgate_core::CounterStore), for a
 /// [`Limiter`](tollgate_core::Limiter), and a
@@ -218,6 +221,7 @@ const STORES: &[Entry] = stores![
     {
         feature: "postgres",
         open: |url| {
+            host_without_at(url)?;
             let options = tollgate_postgres::PostgresOptions::default();
             Ok(Arc::new(tollgate_postgres::PostgresStore::connect_lazy(url, options)?))
         },
@@ -259,13 +263,63 @@ fn opened(
 /// A Redis (or Valkey) server, over TCP, TLS or a unix socket.
 #[cfg(feature = "redis")]
 fn redis(url: &str) -> Result<Arc<dyn Store>, BoxError> {
+    let (scheme, _) = url.split_once(':').unwrap_or_default();
+    if !scheme.to_ascii_lowercase().ends_with("unix") {
+        userinfo_read_whole(url)?;
+    }
     Ok(Arc::new(tollgate_redis::RedisStore::open(url)?))
 }
 
 /// A Redis Cluster, over TCP or TLS.
 #[cfg(feature = "redis")]
 fn redis_cluster(url: &str) -> Result<Arc<dyn Store>, BoxError> {
+    userinfo_read_whole(url)?;
     Ok(Arc::new(tollgate_redis::RedisClusterStore::open(url)?))
+}
+
+/// Refuses a Redis URL over TCP or TLS with an `@` after a `/`, `?` or `#`
+/// (`redis://user:p/w#d@host`): the driver's URL parser ends the user
+/// information at that character, so it would read the start of the
+/// password as the host or port, look it up, connect there and name it as
+/// the store's address. Refusing it loses nothing the driver reads: a
+/// Redis URL's path is a database number, its query names a protocol and
+/// its fragment is `insecure`, none with an `@`. A unix socket's URL, whose
+/// query may hold `user=` and `pass=`, is not refused. The error names no
+/// part of the URL.
+#[cfg(feature = "redis")]
+fn userinfo_read_whole(url: &str) -> Result<(), BoxError> {
+    let rest = url.split_once("://").map_or("", |(_, rest)| rest);
+    match rest.find(['/', '?', '#']) {
+        Some(end) if rest[end..].contains('@') => Err(
+            "the URL has an `@` after a `/`, `?` or `#`: percent-encode them in \
+             its user name and password (`/` as %2F, `?` as %3F, `#` as %23)"
+                .into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a Postgres URL with an `@` in its host as the driver reads it
+/// (`postgres://app:p@ss@db/x`): tokio-postgres ends the user information
+/// at the first `@` and the host at the next `/` or `?`, so it would read
+/// the rest of the password as the host, look it up and name it as the
+/// store's target. (A `/`, `?` or `#` in the password is read right.) The
+/// error names no part of the URL.
+#[cfg(feature = "postgres")]
+fn host_without_at(url: &str) -> Result<(), BoxError> {
+    let rest = url.split_once("://").map_or("", |(_, rest)| rest);
+    let Some((_, after_user)) = rest.split_once('@') else {
+        return Ok(());
+    };
+    let host = &after_user[..after_user.find(['/', '?']).unwrap_or(after_user.len())];
+    if host.contains('@') {
+        return Err(
+            "the URL has a second `@` before its host ends: percent-encode an `@` \
+             in its user name and password as %40"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// The Upstash REST store at `url` with `token`.
@@ -421,6 +475,78 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_redis_url_whose_password_the_driver_would_misread_is_refused() {
+        // The driver would read part of each password as the host or port
+        // (`H4shx`, `user` and `1234`, …): each is refused, and not named.
+        for url in [
+            "redis://H4shx#Fq7k@127.0.0.1:1",
+            "redis://H4shx/Fq7k@127.0.0.1:1/0",
+            "valkey://H4shx?Fq7k@127.0.0.1:1",
+            "redis://user:1234#Fq7k@127.0.0.1:1",
+            "redis://:H4shx/Fq7k@127.0.0.1:1",
+            "redis://:p@ss/w%2Fd@127.0.0.1:1/0",
+            "redis-cluster://user:1234#Fq7k@127.0.0.1:1",
+        ] {
+            let err = error(url);
+            let text = shown(&err);
+            assert!(
+                matches!(err, OpenError::Open { .. }) && text.contains("percent-encode"),
+                "{url}: {text}"
+            );
+            assert!(
+                !text.contains("H4shx") && !text.contains("1234") && !text.contains("Fq7k"),
+                "{url}: {text}"
+            );
+        }
+        // Escaped, or an `@` before any `/`, `?` or `#`: opened.
+        for url in [
+            "redis://H4shx%23Fq7k@127.0.0.1:1",
+            "redis://:p@ss%2Fw@127.0.0.1:1/0",
+            "redis://:p@127.0.0.1:1/0?protocol=resp3",
+            "unix:///tmp/tollgate-none.sock?user=a@b&pass=c@d",
+            "redis-cluster://:p%2Fw@127.0.0.1:1,127.0.0.1:2",
+        ] {
+            assert!(open_store(url).is_ok(), "{url}");
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn a_postgres_url_whose_password_the_driver_would_misread_is_refused() {
+        // The driver would take `Fq7k@127.0.0.1:1` for the host.
+        for url in [
+            "postgres://app:H4shx@Fq7k@127.0.0.1:1/db",
+            "postgresql://app:H4shx/Vb2n@Fq7k@127.0.0.1:1",
+        ] {
+            let err = error(url);
+            let text = shown(&err);
+            assert!(
+                matches!(err, OpenError::Open { .. }) && text.contains("%40"),
+                "{url}: {text}"
+            );
+            assert!(
+                !text.contains("H4shx") && !text.contains("Fq7k"),
+                "{url}: {text}"
+            );
+        }
+        // Escaped, or `/`, `?`, `#` in the password, or an `@` after the
+        // host: opened.
+        for url in [
+            "postgres://app:H4shx%40Fq7k@127.0.0.1:1/db",
+            "postgres://app:H4shx/Vb2n#Fq7k?x@127.0.0.1:1/db",
+            "postgres://app@127.0.0.1:1/db?application_name=a@b",
+        ] {
+            let store = open_store(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+            let text = format!("{store:?}");
+            assert!(
+                text.contains("@127.0.0.1:1/db") && !text.contains("H4shx"),
+                "{url}: {text}"
+            );
+        }
+    }
+
     #[cfg(feature = "upstash")]
     #[test]
     fn upstash_plain_http_is_for_loopback_or_an_opted_in_trusted_network() {
@@ -513,6 +639,44 @@ mod tests {
     /// nowhere in what an error shows.
     const SECRET: &str = "Pl4ntedS3cretZq9x";
 
+    /// Planted as [`SECRET`] is, in every URL of [`no_error_shows_a_secret`]:
+    /// secrets holding the characters that may end a URL's authority (`/`,
+    /// `?`, `#`), an `@`, a `+` and escapes (`%2F`), each starting with a
+    /// different one, as base64 keys and generated passwords do. No part of
+    /// one (see [`giveaways`]) is found in what an error shows.
+    const ODD_SECRETS: &[&str] = &[
+        "Sl4sh/Fq7k#Vb2n?Tj5w@Mz8c+Rd3x%2FKp7y",
+        "H4shx#Fq7k?Vb2n/Tj5w+Mz8c",
+        "Qm4rk?Fq7k/Vb2n#Tj5w&Mz8c=Rd3x",
+        "Att4t@Fq7k/Vb2n#Tj5w?Mz8c+Rd3x",
+        "Pl5sx+Fq7k%2FVb2n%23Tj5w%3FMz8c%40Rd3x",
+    ];
+
+    /// Every secret planted.
+    fn planted() -> impl Iterator<Item = &'static str> {
+        std::iter::once(SECRET).chain(ODD_SECRETS.iter().copied())
+    }
+
+    /// The parts of `secret` that would give it away, lowercase: its runs
+    /// of 4 or more ASCII letters and digits, a `%XX` escape taken as a
+    /// separator (so that the escaped and the decoded text both match).
+    fn giveaways(secret: &str) -> Vec<String> {
+        let mut text = String::new();
+        for (i, piece) in secret.split('%').enumerate() {
+            text.push(' ');
+            text.push_str(if i == 0 {
+                piece
+            } else {
+                piece.get(2..).unwrap_or("")
+            });
+        }
+        text.to_lowercase()
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|run| run.len() >= 4)
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// What an error shows: its text, its `Debug`, and those of each of
     /// its sources.
     fn shown(err: &(dyn std::error::Error + 'static)) -> String {
@@ -525,12 +689,18 @@ mod tests {
         text
     }
 
-    /// Fails when `text` holds [`SECRET`] (in any case).
+    /// Fails when `text` holds any part of a [planted](planted) secret (in
+    /// any case).
     fn assert_hidden(what: &str, text: &str) {
-        assert!(
-            !text.to_lowercase().contains(&SECRET.to_lowercase()),
-            "{what} shows the secret: {text}"
-        );
+        let lowercase = text.to_lowercase();
+        for secret in planted() {
+            for part in giveaways(secret) {
+                assert!(
+                    !lowercase.contains(&part),
+                    "{what} shows `{part}` of the secret {secret}: {text}"
+                );
+            }
+        }
     }
 
     /// A loopback port nothing listens on (bound, then closed).
@@ -585,25 +755,20 @@ mod tests {
         text
     }
 
-    /// Every error path of `open_store`, and of a first call on a store it
-    /// opened lazily, with a secret planted as a password, a token, user
-    /// information or a text in a URL's place: no error text, `Debug`,
-    /// source or log line shows it.
-    #[tokio::test]
-    async fn no_error_shows_a_secret() {
-        let port = closed_port();
+    /// The URLs of [`no_error_shows_a_secret`] planting `secret`, with
+    /// `port` a loopback port nothing listens on.
+    fn with_secret(secret: &str, port: u16) -> Vec<String> {
         let mut urls = vec![
             // Not URLs: a secret pasted in a URL's place.
-            SECRET.to_owned(),
-            format!("{SECRET}@127.0.0.1:6379"),
-            format!("user:{SECRET}@127.0.0.1:6379"),
-            format!("{SECRET}:x"),
-            format!("{SECRET}://127.0.0.1"),
+            secret.to_owned(),
+            format!("{secret}@127.0.0.1:6379"),
+            format!("user:{secret}@127.0.0.1:6379"),
+            format!("{secret}:x"),
+            format!("{secret}://127.0.0.1"),
             // Unknown or malformed schemes.
-            format!("mysql://user:{SECRET}@127.0.0.1/x"),
-            format!("memory:{SECRET}"),
-            format!("upstash:{SECRET}"),
-            "sqlite:".to_owned(),
+            format!("mysql://user:{secret}@127.0.0.1/x"),
+            format!("memory:{secret}"),
+            format!("upstash:{secret}"),
         ];
         for scheme in [
             "redis",
@@ -615,34 +780,49 @@ mod tests {
         ] {
             urls.extend([
                 // Nothing listens there: opens lazily, the call fails.
-                format!("{scheme}://:{SECRET}@127.0.0.1:{port}"),
-                format!("{scheme}://user:{SECRET}@127.0.0.1:{port}/0"),
+                format!("{scheme}://:{secret}@127.0.0.1:{port}"),
+                format!("{scheme}://user:{secret}@127.0.0.1:{port}/0"),
                 // A bad port, a bad database, no host.
-                format!("{scheme}://:{SECRET}@127.0.0.1:99999"),
-                format!("{scheme}://:{SECRET}@127.0.0.1:{port}/x"),
-                format!("{scheme}://:{SECRET}@"),
-                format!("{scheme}://{SECRET}@127.0.0.1:{port}?password={SECRET}"),
+                format!("{scheme}://:{secret}@127.0.0.1:99999"),
+                format!("{scheme}://:{secret}@127.0.0.1:{port}/x"),
+                format!("{scheme}://:{secret}@"),
+                format!("{scheme}://{secret}@127.0.0.1:{port}?password={secret}"),
             ]);
         }
         for scheme in ["postgres", "postgresql"] {
             urls.extend([
-                format!("{scheme}://user:{SECRET}@127.0.0.1:{port}/db"),
-                format!("{scheme}://user:{SECRET}@127.0.0.1:99999/db"),
-                format!("{scheme}://user@127.0.0.1:{port}/db?password={SECRET}"),
-                format!("{scheme}://user:{SECRET}@127.0.0.1:{port}/db?sslmode=bogus"),
-                format!("{scheme}://user:{SECRET}@127.0.0.1:{port}/db?connect_timeout=x"),
+                format!("{scheme}://user:{secret}@127.0.0.1:{port}/db"),
+                format!("{scheme}://user:{secret}@127.0.0.1:99999/db"),
+                format!("{scheme}://user@127.0.0.1:{port}/db?password={secret}"),
+                format!("{scheme}://user:{secret}@127.0.0.1:{port}/db?sslmode=bogus"),
+                format!("{scheme}://user:{secret}@127.0.0.1:{port}/db?connect_timeout=x"),
             ]);
         }
         for scheme in ["upstash+http", "upstash+https"] {
             urls.extend([
-                format!("{scheme}://user:{SECRET}@127.0.0.1:{port}"),
-                format!("{scheme}://{SECRET}@127.0.0.1:{port}"),
-                format!("{scheme}://127.0.0.1:{port}?_token={SECRET}"),
-                format!("{scheme}://127.0.0.1:{port}/{SECRET}"),
+                format!("{scheme}://user:{secret}@127.0.0.1:{port}"),
+                format!("{scheme}://{secret}@127.0.0.1:{port}"),
+                format!("{scheme}://127.0.0.1:{port}?_token={secret}"),
+                format!("{scheme}://127.0.0.1:{port}/{secret}"),
                 format!("{scheme}://127.0.0.1:99999"),
                 // Without UPSTASH_REDIS_REST_TOKEN in this process.
                 format!("{scheme}://127.0.0.1:{port}"),
             ]);
+        }
+        urls
+    }
+
+    /// Every error path of `open_store`, and of a first call on a store it
+    /// opened lazily, with each [planted](planted) secret as a password, a
+    /// token, user information or a text in a URL's place, for every
+    /// scheme: no error text, `Debug`, source or log line shows any part of
+    /// it.
+    #[tokio::test]
+    async fn no_error_shows_a_secret() {
+        let port = closed_port();
+        let mut urls = vec!["sqlite:".to_owned()];
+        for secret in planted() {
+            urls.extend(with_secret(secret, port));
         }
         let mut seen = Vec::new();
         for url in &urls {
