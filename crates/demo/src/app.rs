@@ -56,7 +56,8 @@ struct AskRules {
     site: Rule,
     all: Rule,
     tokens: Rule,
-    /// The largest ask body read: [`max_ask_body`] of `tokens`' max.
+    /// The largest ask body read: [`max_ask_body`] of `tokens`' max, at
+    /// most [`MAX_ASK_BODY`].
     max_body: u64,
 }
 
@@ -221,8 +222,9 @@ pub fn app(
 ///   `{"question": "..."}`. `project` must be a valid name
 ///   ([`is_valid_name`]), else 400. The body's declared length
 ///   (`Content-Length`; none is an empty body, a chunked body is 411) must
-///   be at most the largest useful body, [`max_ask_body`] of `ask-tokens`'
-///   max, else 413. The handler
+///   be at most [`max_ask_body`] of `ask-tokens`' max (the largest useful
+///   body, capped at one question's [`MAX_ASK_BODY`], 32 KiB), else 413,
+///   before anything is counted. The handler
 ///   estimates the tokens from that length ([`estimate_body_tokens`]),
 ///   checks `ask-burst`, `ask`, `ask-site`, `ask-all` and `ask-tokens`
 ///   (with that estimate) in one all-or-nothing, fail-closed reservation,
@@ -308,9 +310,22 @@ const ANSWER_TOKENS: u64 = 512;
 /// longer than this (JSON escapes only lengthen a string).
 pub const ASK_ENVELOPE: u64 = 15;
 
-/// The largest ask body read, whatever the rules: 1 MiB, so that a rule
-/// with a huge token budget cannot make the demo buffer gigabytes.
-pub const MAX_ASK_BODY: u64 = 1 << 20;
+/// The largest ask body read, whatever the rules: 32 KiB (32,768 bytes),
+/// one question's cap, independent of the token budget.
+///
+/// A question to a docs assistant is at most a few thousand words, a pasted
+/// error or config included: 5,000 words of English are about 30 KB, which
+/// this holds. The cap bounds what one request can hold while its body is
+/// awaited: the tokens reserved before the body is read are at most
+/// [`estimate_body_tokens`] of 32 KiB, 8,701, about 4% of the shipped
+/// `ask-tokens` budget (200,000 a day) where a bound derived from the
+/// budget alone (797,967 bytes) let one slow body hold all of it for up to
+/// [`ASK_BODY_TIMEOUT`]. Even a visitor's whole day of asks (the shipped
+/// `ask` rule: 15) held at once, 130,515 tokens, leaves a third of the
+/// budget to the site's other visitors. (64 KiB would reserve 16,893
+/// tokens an ask, and 15 of them more than the whole day.) It also bounds
+/// what the demo buffers for one ask, whatever the rules.
+pub const MAX_ASK_BODY: u64 = 32 * 1024;
 
 /// The tokens a question is estimated to cost before the provider call:
 /// its bytes over four, rounded up, plus 512 for the answer.
@@ -331,11 +346,13 @@ pub fn estimate_body_tokens(length: u64) -> u64 {
         .saturating_add(ANSWER_TOKENS)
 }
 
-/// The largest useful ask body when `ask-tokens` allows `max_tokens` a
-/// window: the longest whose [`estimate_body_tokens`] fits,
-/// `(max_tokens - 512) × 4 + 15` bytes, at most [`MAX_ASK_BODY`]; 0 when
-/// not even an empty question fits. With the shipped rules (200,000 tokens
-/// a day) it is 797,967 bytes.
+/// The largest ask body read when `ask-tokens` allows `max_tokens` a
+/// window: the smaller of the largest useful body, the longest whose
+/// [`estimate_body_tokens`] fits, `(max_tokens - 512) × 4 + 15` bytes (0
+/// when not even an empty question fits: a question that could never fit
+/// is refused), and one question's cap, [`MAX_ASK_BODY`] (32 KiB). The cap
+/// binds from 8,701 tokens a window up: with the shipped rules (200,000
+/// tokens a day) the bound is 32,768 bytes, reserving at most 8,701 tokens.
 pub fn max_ask_body(max_tokens: u64) -> u64 {
     max_tokens
         .checked_sub(ANSWER_TOKENS)

@@ -1,7 +1,7 @@
 //! An ask's body is read only after the limits admitted the call, within
-//! the bound the token rule gives; the project (and a docs run's org) is
-//! checked before anything. Over real HTTP on loopback, with raw sockets
-//! where the test must control what the client has sent.
+//! the bound the token rule and one question's cap give; the project (and a
+//! docs run's org) is checked before anything. Over real HTTP on loopback,
+//! with raw sockets where the test must control what the client has sent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/ask_counts.rs"]
@@ -20,7 +20,9 @@ use tollgate::axum::{Trust, VisitorSource};
 use tollgate::memory::MemoryStore;
 use tollgate::observe::Op;
 use tollgate::{Hooked, Limiter, ManualClock, RuleSet};
-use tollgate_demo::{app, estimate_body_tokens, estimate_tokens, max_ask_body, serve};
+use tollgate_demo::{
+    MAX_ASK_BODY, app, estimate_body_tokens, estimate_tokens, max_ask_body, serve,
+};
 
 use ask_counts::ask_counts;
 use calls::Calls;
@@ -34,6 +36,14 @@ const VISITOR: &str = "127.0.0.1";
 /// A guard against a hung server, never a timing assertion: every
 /// expected answer comes long before it.
 const HANG: Duration = Duration::from_secs(60);
+
+/// The largest ask body with the shipped rules: one question's cap, 32 KiB,
+/// well under the 797,967 bytes the 200,000 tokens a day alone would allow.
+const BOUND: u64 = 32 * 1024;
+
+/// The tokens an ask of [`BOUND`] bytes reserves before its body is read:
+/// `ceil((32,768 - 15) / 4) + 512`, about 4% of the day's 200,000.
+const BOUND_TOKENS: u64 = 8_701;
 
 /// The demo over a memory store whose calls are recorded, with the default
 /// rules, the peer as the visitor and a clock stopped at noon.
@@ -177,22 +187,22 @@ async fn a_refused_caller_gets_its_429_without_sending_any_of_its_body() {
     let spent = demo.counts("docs").await;
     assert_eq!(spent, [15, 15, 15, 15, 15 * 64]);
 
-    // 700,000 bytes declared (within the bound), none sent: the answer
-    // comes all the same, so the server waited for none of the body.
-    let answer = demo.send(&declaring(700_000, ""), b"").await;
+    // The bound declared, none of it sent: the answer comes all the same,
+    // so the server waited for none of the body.
+    let answer = demo.send(&declaring(BOUND, ""), b"").await;
     assert_eq!(answer.status(), 429, "{}", answer.0);
     assert_eq!(answer.json()["limit"], "ask");
 
     // A few bytes of it sent, the rest withheld: the same.
     let answer = demo
-        .send(&declaring(700_000, ""), b"{\"question\":\"qq")
+        .send(&declaring(BOUND, ""), b"{\"question\":\"qq")
         .await;
     assert_eq!(answer.status(), 429, "{}", answer.0);
 
     // A client that waits for `100 Continue` before its body never gets it:
     // the 429 is the first and only answer, and the body is never sent.
     let answer = demo
-        .send(&declaring(700_000, "\r\nExpect: 100-continue"), b"")
+        .send(&declaring(BOUND, "\r\nExpect: 100-continue"), b"")
         .await;
     assert!(answer.0.starts_with("HTTP/1.1 429"), "{}", answer.0);
     assert!(!answer.0.contains("100 Continue"), "{}", answer.0);
@@ -204,21 +214,36 @@ async fn a_refused_caller_gets_its_429_without_sending_any_of_its_body() {
     );
 }
 
+#[test]
+fn the_bound_is_the_smaller_of_the_budgets_and_one_questions_cap() {
+    assert_eq!(MAX_ASK_BODY, BOUND);
+    // The shipped 200,000 tokens a day: the cap binds.
+    assert_eq!(max_ask_body(200_000), BOUND);
+    assert_eq!(estimate_body_tokens(BOUND), BOUND_TOKENS);
+    // The cap binds from the budget whose largest useful body reaches it.
+    assert_eq!(max_ask_body(BOUND_TOKENS), BOUND);
+    assert_eq!(max_ask_body(BOUND_TOKENS - 1), BOUND - 1);
+    assert_eq!(max_ask_body(u64::MAX), BOUND);
+    // Below it, the budget does: the longest body whose estimate fits.
+    assert_eq!(max_ask_body(4_000), 13_967);
+    assert_eq!(estimate_body_tokens(13_967), 4_000);
+    assert_eq!(estimate_body_tokens(13_968), 4_001);
+    assert_eq!(max_ask_body(512), 15);
+    assert_eq!(max_ask_body(511), 0);
+}
+
 #[tokio::test]
 async fn a_declared_length_over_the_bound_is_413_and_a_chunked_body_411_before_any_limit() {
     let demo = Demo::start().await;
-    let bound = max_ask_body(200_000);
-    assert_eq!(bound, 797_967);
-    assert_eq!(estimate_body_tokens(bound), 200_000);
-    assert_eq!(estimate_body_tokens(bound + 1), 200_001);
-
-    for length in [bound + 1, 1 << 40] {
+    // One byte over one question's cap; the largest body the day's budget
+    // alone would fit (a reservation of all 200,000 tokens); far over.
+    for length in [BOUND + 1, 797_967, 1 << 40] {
         let answer = demo.send(&declaring(length, ""), b"").await;
         assert_eq!(answer.status(), 413, "{length}: {}", answer.0);
         assert!(answer.is_problem(), "{}", answer.0);
         assert_eq!(
             answer.json()["detail"],
-            format!("the body is over {bound} bytes")
+            format!("the body is over {BOUND} bytes")
         );
     }
     let chunked = demo
@@ -232,16 +257,53 @@ async fn a_declared_length_over_the_bound_is_413_and_a_chunked_body_411_before_a
     assert_eq!(demo.calls.take(), [], "no store call for a refused length");
     assert_eq!(demo.counts("docs").await, [0; 5]);
 
-    // The bound itself fits a fresh day's budget exactly, and is settled
-    // with the tokens used.
-    let body = question(usize::try_from(bound).unwrap() - 15);
-    assert_eq!(body.len() as u64, bound);
-    assert_eq!(estimate_tokens(&"q".repeat(body.len() - 15)), 200_000);
+    // The bound itself is admitted, reserving a small part of the day, and
+    // settled with the tokens used.
+    let body = question(usize::try_from(BOUND).unwrap() - 15);
+    assert_eq!(body.len() as u64, BOUND);
+    assert_eq!(estimate_tokens(&"q".repeat(body.len() - 15)), BOUND_TOKENS);
     let answer = demo.ask("docs", &body).await;
     assert_eq!(answer.status(), 200, "{}", answer.0);
     let used = answer.json()["tokens"].as_u64().unwrap();
-    assert_eq!(used, 797_952 / 4 + 64);
+    assert_eq!(used, 32_753_u64.div_ceil(4) + 64 + 32_753 % 256);
+    // One reservation, then the settle giving back what was unused.
+    assert_eq!(demo.calls.take(), [Op::Reserve, Op::Refund]);
     assert_eq!(demo.counts("docs").await, [1, 1, 1, 1, used]);
+}
+
+#[tokio::test]
+async fn a_withheld_body_at_the_bound_holds_a_small_part_of_the_days_tokens() {
+    let demo = Demo::start().await;
+    // The largest body declared, then withheld: admitted, it reserves its
+    // estimate while the demo waits for the body.
+    let mut held = TcpStream::connect(demo.addr).await.unwrap();
+    held.write_all(format!("{}\r\n\r\n", declaring(BOUND, "")).as_bytes())
+        .await
+        .unwrap();
+    let admitted = async {
+        while demo.counts("docs").await[4] == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(HANG, admitted)
+        .await
+        .expect("the withheld ask was never admitted");
+    assert_eq!(demo.counts("docs").await, [1, 1, 1, 1, BOUND_TOKENS]);
+
+    // Meanwhile the rest of the day is there for other questions: as large
+    // a question still fits, and is answered.
+    let answer = demo
+        .ask("docs", &question(usize::try_from(BOUND).unwrap() - 15))
+        .await;
+    assert_eq!(answer.status(), 200, "{}", answer.0);
+    let used = answer.json()["tokens"].as_u64().unwrap();
+    assert_eq!(demo.counts("docs").await, [2, 2, 2, 2, BOUND_TOKENS + used]);
+
+    // The held body cut short: its reservation is given back.
+    held.shutdown().await.unwrap();
+    let answer = Answer::read(&mut held).await;
+    assert_eq!(answer.status(), 400, "{}", answer.0);
+    assert_eq!(demo.counts("docs").await, [2, 2, 2, 2, used]);
 }
 
 #[tokio::test]
@@ -391,14 +453,43 @@ async fn a_body_unusable_after_admission_gives_back_its_tokens_and_keeps_its_cal
 }
 
 #[tokio::test]
+async fn a_small_token_budget_bounds_the_body_below_one_questions_cap() {
+    let text = tollgate::DEFAULT_RULES_TOML.replace("max = 200000", "max = 4000");
+    let demo = Demo::start_with(&RuleSet::from_toml(&text).unwrap()).await;
+    // 4,000 tokens a window: the longest body whose estimate fits is
+    // (4,000 - 512) × 4 + 15 = 13,967 bytes, under the 32 KiB cap.
+    let bound = max_ask_body(4_000);
+    assert_eq!(bound, 13_967);
+    assert!(bound < MAX_ASK_BODY);
+
+    // One byte more could never fit: 413, no store call.
+    let answer = demo.send(&declaring(bound + 1, ""), b"").await;
+    assert_eq!(answer.status(), 413, "{}", answer.0);
+    assert_eq!(answer.json()["detail"], "the body is over 13967 bytes");
+    assert_eq!(demo.calls.take(), [], "no store call for a refused length");
+
+    // The bound itself fits a fresh window's budget exactly, and is settled.
+    let body = question(usize::try_from(bound).unwrap() - 15);
+    assert_eq!(body.len() as u64, bound);
+    assert_eq!(estimate_body_tokens(bound), 4_000);
+    let answer = demo.ask("docs", &body).await;
+    assert_eq!(answer.status(), 200, "{}", answer.0);
+    let used = answer.json()["tokens"].as_u64().unwrap();
+    assert_eq!(used, 13_952 / 4 + 64 + 13_952 % 256);
+    assert_eq!(demo.counts("docs").await, [1, 1, 1, 1, used]);
+}
+
+#[tokio::test]
 async fn a_token_budget_below_an_empty_questions_estimate_fits_no_ask() {
     let text = tollgate::DEFAULT_RULES_TOML.replace("max = 200000", "max = 500");
     let demo = Demo::start_with(&RuleSet::from_toml(&text).unwrap()).await;
+    // The budget, not the cap, bounds the body: not even `{}` fits.
     assert_eq!(max_ask_body(500), 0);
     // No body is small enough...
     let answer = demo.ask("docs", "{}").await;
     assert_eq!(answer.status(), 413, "{}", answer.0);
     assert_eq!(answer.json()["detail"], "the body is over 0 bytes");
+    assert_eq!(demo.calls.take(), [], "no store call for a refused length");
     // ...and an empty question's 512 tokens never fit: no wait helps.
     let answer = demo.ask("docs", "").await;
     assert_eq!(answer.status(), 429, "{}", answer.0);

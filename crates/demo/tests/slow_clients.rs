@@ -185,12 +185,12 @@ async fn a_withheld_ask_body_is_answered_408_within_the_body_timeout_and_its_tok
         std::future::pending(),
     ));
     let mut socket = TcpStream::connect(addr).await.unwrap();
-    socket
-        .write_all(
-            b"POST /sites/docs/ask HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"q",
-        )
-        .await
-        .unwrap();
+    // The largest body an ask may declare: one question's cap.
+    let head = format!(
+        "POST /sites/docs/ask HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{{\"q",
+        tollgate_demo::MAX_ASK_BODY
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
     let started = Instant::now();
     let mut answer = vec![0; 4096];
     let read = tokio::time::timeout(Duration::from_secs(20), socket.read(&mut answer))
@@ -204,7 +204,7 @@ async fn a_withheld_ask_body_is_answered_408_within_the_body_timeout_and_its_tok
         "{:?}",
         started.elapsed()
     );
-    // Admitted (reserving 25,509 tokens and one call on each limit), then
+    // Admitted (reserving 8,701 tokens and one call on each limit), then
     // the tokens given back; the four call counters keep the call.
     let reader = Limiter::builder(memory).clock(clock).build();
     assert_eq!(

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tollgate::axum::{Trust, VisitorSource};
 use tollgate::{Limiter, ManualClock, RuleSet};
-use tollgate_demo::{app, estimate_tokens, serve};
+use tollgate_demo::{MAX_ASK_BODY, app, estimate_body_tokens, estimate_tokens, serve};
 
 use ask_counts::ask_counts;
 use stats::stats;
@@ -64,13 +64,18 @@ async fn large_questions_spend_tokens_until_the_budget_is_settled_full() {
     ))
     .await;
     let client = Client::new();
-    // 100,000 bytes: an estimate of 25,512 tokens, 25,000 + 64 + 160 used.
-    let body = question(100_000);
-    let estimate = estimate_tokens(&"q".repeat(100_000));
-    assert_eq!(estimate, 25_512);
+    // The largest question one ask can hold, 32,753 bytes in a body of
+    // one question's cap (32 KiB): an estimate of 8,701 tokens (8,189 +
+    // 512), 8,189 + 64 + 241 = 8,494 used.
+    let bytes = usize::try_from(MAX_ASK_BODY).unwrap() - 15;
+    let body = question(bytes);
+    assert_eq!(body.len() as u64, MAX_ASK_BODY);
+    let estimate = estimate_tokens(&"q".repeat(bytes));
+    assert_eq!(estimate, 8_701);
+    assert_eq!(estimate_body_tokens(MAX_ASK_BODY), estimate);
     let mut settled = 0u64;
     let mut allowed = 0;
-    for i in 0..20 {
+    for i in 0..30 {
         // A new visitor each time: only ask-tokens (per site) can refuse.
         let response = ask(&client, &base, &format!("203.0.113.{i}"), body.clone()).await;
         if response.status() == StatusCode::TOO_MANY_REQUESTS {
@@ -87,9 +92,10 @@ async fn large_questions_spend_tokens_until_the_budget_is_settled_full() {
         allowed += 1;
     }
     assert_eq!(
-        allowed, 7,
-        "7 × 25,224 settled tokens fit, the 8th estimate does not"
+        allowed, 23,
+        "23 × 8,494 settled tokens fit, the 24th estimate does not"
     );
+    assert_eq!(settled, 23 * 8_494);
     assert!(settled <= 200_000);
     let stats = stats(&client, &base).await;
     assert_eq!(stats["tokens"].as_u64(), Some(settled));
@@ -103,8 +109,8 @@ async fn large_questions_spend_tokens_until_the_budget_is_settled_full() {
 async fn a_bad_body_is_a_400_spending_its_call_but_no_tokens() {
     let (base, reader) = start("memory").await;
     let client = Client::new();
-    // (A body too large for the day's budget is a 413 before any limit:
-    // tests/ask_body.rs, over a raw socket.)
+    // (A body over the bound, one question's cap of 32 KiB with these
+    // rules, is a 413 before any limit: tests/ask_body.rs, over a raw socket.)
     for bad in ["{", "[]", r#"{"question": 5}"#, r#"{"q": "x"}"#] {
         let response = ask(&client, &base, "203.0.113.1", bad.to_owned()).await;
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{bad}");
