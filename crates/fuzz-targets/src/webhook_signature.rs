@@ -53,7 +53,10 @@ pub fn webhook_signature(data: &[u8]) {
         return;
     };
     assert_eq!(format!("{key:?}"), "WebhookSecret(<redacted>)");
-    let signed = key.sign(body);
+    // The reference: RFC 2104's construction over SHA-256, written here, not
+    // the `hmac` crate the demo uses.
+    let signed = format!("{PREFIX}{}", hex(&reference_hmac(secret, body)));
+    assert_eq!(key.sign(body), signed, "secret {secret:?}, body {body:?}");
     arbitrary_header(secret, header, body, Some(&signed));
     signed_header(secret, body, &signed, digit_at, replacement);
     changed_body(secret, body, &signed, body_at, mask);
@@ -140,4 +143,30 @@ fn value(b: u8) -> Option<u8> {
         b'A'..=b'F' => Some(b - b'A' + 10),
         _ => None,
     }
+}
+
+/// HMAC-SHA256 (RFC 2104): `H((K ^ opad) || H((K ^ ipad) || message))`,
+/// the key hashed first when longer than SHA-256's 64-byte block.
+fn reference_hmac(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use sha2::{Digest as _, Sha256};
+    let mut block = [0u8; 64];
+    if key.len() > block.len() {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.map(|b| b ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
