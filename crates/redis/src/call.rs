@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tollgate_core::{Counter, MARK_DONE};
 
-use crate::record::Record;
+use crate::record::{Record, millis};
 
 /// A script call being written: its keys first, then its arguments.
 pub(crate) trait Call {
@@ -180,12 +180,6 @@ impl Single<'_> {
             Single::Release { token } => call.text(token),
         }
     }
-}
-
-/// A lifetime in whole milliseconds, at least 1 (`PX 0` is an error) and
-/// saturating rather than wrapping.
-pub(crate) fn millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 #[cfg(test)]

@@ -6,8 +6,6 @@ use std::time::Duration;
 
 use tollgate_core::{CheckId, Deadline};
 
-use crate::call::millis;
-
 /// The start of every record's key: `limit:#`. No counter key starts so
 /// (rule names are ASCII letters, digits, `-`, `_` and `.`), nor a webhook
 /// mark (`Deliveries` refuses a prefix that could make a `limit:` key).
@@ -63,6 +61,12 @@ fn lifetime_ms(deadline: Deadline) -> u64 {
             .saturating_add(Deadline::SKEW_MARGIN.saturating_mul(4))
             .min(Duration::from_secs(86_400)),
     )
+}
+
+/// A lifetime in whole milliseconds, at least 1 (`PX 0` is an error) and
+/// saturating rather than wrapping.
+pub(crate) fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 #[cfg(test)]

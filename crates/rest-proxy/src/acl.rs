@@ -11,7 +11,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ConnectionInfo, ErrorKind, RedisError, Value};
 
 use crate::allow;
-use crate::link::LinkError;
+use crate::failure::LinkError;
 
 /// Commands outside the allow-list, queued inside `MULTI` and then
 /// discarded, so that none of them runs: Redis checks a user's permissions

@@ -4,6 +4,7 @@ mod acl;
 pub mod allow;
 mod auth;
 mod command;
+mod failure;
 mod link;
 mod reply;
 mod routes;
@@ -21,7 +22,8 @@ use tollgate::url::shown;
 use tollgate_axum::serve::Limits;
 
 use crate::acl::{Access, Users};
-use crate::link::{Link, LinkError};
+use crate::failure::LinkError;
+use crate::link::Link;
 use crate::routes::{Bounds, Shared};
 
 /// The default largest request body, in bytes (1 MiB); larger ones get a 413.

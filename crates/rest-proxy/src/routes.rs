@@ -15,7 +15,8 @@ use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
 use crate::command::{Command, ShapeError};
-use crate::link::{Link, LinkError};
+use crate::failure::LinkError;
+use crate::link::Link;
 use crate::reply::{self, Encoding};
 use crate::run::{Reply, Runner, Transaction};
 

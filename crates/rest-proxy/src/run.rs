@@ -8,7 +8,8 @@ use redis::{Pipeline, ServerErrorKind, Value};
 
 use crate::allow;
 use crate::command::Command;
-use crate::link::{Link, LinkError};
+use crate::failure::LinkError;
+use crate::link::Link;
 use crate::reply::error_text;
 use crate::script::Scripts;
 

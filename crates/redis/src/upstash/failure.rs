@@ -8,7 +8,7 @@
 //! | another HTTP 5xx (the proxy or Upstash could not reach Redis) | `Connection` | yes |
 //! | HTTP 401 or 403: the token was refused (logged once per store, at ERROR) | `Backend` | no |
 //! | a body that is not the JSON expected, or cut short | `InvalidReply` | no |
-//! | an HTTP 200 or 400 body over [`MAX_BODY`] (1 MiB), read no further | `InvalidReply` | no |
+//! | an HTTP 200 or 400 body over the transport's bound (1 MiB), read no further | `InvalidReply` | no |
 //! | any other HTTP status | `Backend` | no |
 //!
 //! An error reply (`{"error": ...}` with HTTP 200 or 400) is the server's,
@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use tollgate_core::StoreError;
 
-use super::http::MAX_BODY;
 use crate::failure::clipped;
 
 /// What failed: the source of a [`StoreError`]. It names the endpoint by
@@ -96,12 +95,12 @@ pub(crate) fn from_body(err: reqwest::Error, waited: Duration) -> StoreError {
 }
 
 /// An answer to a command (HTTP 200 or 400) whose body is longer than
-/// [`MAX_BODY`]: no reply of a command is, so it is not one. Not transient,
-/// as a body cut short is not.
-pub(crate) fn too_long() -> StoreError {
+/// `limit` bytes, the transport's bound: no reply of a command is, so it is
+/// not one. Not transient, as a body cut short is not.
+pub(crate) fn too_long(limit: usize) -> StoreError {
     StoreError::InvalidReply(format!(
         "the reply body is over {} KiB, longer than any reply",
-        MAX_BODY / 1024
+        limit / 1024
     ))
 }
 

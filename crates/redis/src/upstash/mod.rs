@@ -191,7 +191,7 @@ impl Rest {
         match (response.status, response.body) {
             (200 | 400, Some(body)) => answer::read(response.status, &body),
             // No command's answer is this long: not an answer at all.
-            (200 | 400, None) => Err(failure::too_long()),
+            (200 | 400, None) => Err(failure::too_long(http::MAX_BODY)),
             // Another status says what happened by itself; an error text
             // is read from a body of bounded length only.
             (status, body) => {
