@@ -20,9 +20,9 @@ const MAX_COMMANDS: usize = 8;
 /// One request from `data`: a first byte choosing the method, the token
 /// and the route, then `path \0 query \0 body`. Panics when a property
 /// breaks: no token or a wrong one is a 401; a method other than GET and
-/// POST runs nothing (405); a command of [`NEVER`] or [`NEVER_SUB`] (lists
+/// POST runs nothing (405); a command of `NEVER` or `NEVER_SUB` (lists
 /// written here, not read from the proxy) never reaches Redis (never a
-/// 500; a 400 saying it is not allowed on `/`), and one of [`ALWAYS`] does
+/// 500; a 400 saying it is not allowed on `/`), and one of `ALWAYS` does
 /// (a 500, since Redis is not there); a pipeline of refused commands only
 /// is a 200 of errors; a transaction holding one is a 400; every answer is
 /// JSON with a status from a short list. (The Redis ACL that holds scripts
