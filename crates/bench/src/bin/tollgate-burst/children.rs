@@ -13,7 +13,6 @@ use tempfile::TempDir;
 
 use crate::Common;
 use crate::http;
-use crate::store::Target;
 
 /// How long a demo may take to answer `/healthz` once started.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -137,6 +136,13 @@ pub(crate) struct Demo {
     pub(crate) addr: SocketAddr,
     pub(crate) log: PathBuf,
     _child: Guard,
+}
+
+/// What a demo is given to reach the store: its `--store` and environment.
+#[derive(Clone, Debug)]
+pub(crate) struct Target {
+    pub(crate) url: String,
+    pub(crate) env: Vec<(String, String)>,
 }
 
 /// Starts the demo binary on `target`, believing `cf-connecting-ip` from

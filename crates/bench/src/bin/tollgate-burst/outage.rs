@@ -15,9 +15,10 @@ use tollgate_test_support::redis_server::RedisServerOptions;
 
 use crate::Common;
 use crate::burst::{now_secs, tag};
+use crate::children::Target;
 use crate::children::{LogDir, start_demo, start_spinner};
 use crate::http;
-use crate::store::{Target, ping, private_redis, read};
+use crate::store::{ping, private_redis, read};
 use crate::table::{Table, ms, percentile, signed_ms};
 
 /// The demo's rules here: the shipped ones, with budgets no run reaches

@@ -9,7 +9,7 @@ use clap::ValueEnum;
 use tollgate_test_support::redis_cluster::RedisCluster;
 use tollgate_test_support::redis_server::{RedisServer, RedisServerOptions};
 
-use crate::children::{Guard, LogDir, start_proxy};
+use crate::children::{Guard, LogDir, Target, start_proxy};
 
 /// The REST proxy's token (a private proxy on loopback).
 const PROXY_TOKEN: &str = "tollgate-burst";
@@ -23,13 +23,6 @@ pub(crate) enum Kind {
     Cluster,
     /// The REST proxy (Upstash protocol) before a private redis-server.
     Rest,
-}
-
-/// What a demo is given to reach the store: its `--store` and environment.
-#[derive(Clone, Debug)]
-pub(crate) struct Target {
-    pub(crate) url: String,
-    pub(crate) env: Vec<(String, String)>,
 }
 
 /// A running private store; stopped when dropped.
