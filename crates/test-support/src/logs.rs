@@ -45,6 +45,7 @@ impl Logs {
 
     /// A subscriber writing into these logs at `level` and above.
     fn subscriber(&self, level: tracing::Level) -> impl tracing::Subscriber + Send + Sync {
+        interested_everywhere();
         let logs = self.clone();
         tracing_subscriber::fmt()
             .with_ansi(false)
@@ -57,4 +58,18 @@ impl Logs {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
     }
+}
+
+/// Makes every callsite stay of interest, once per process: a global
+/// default that takes every event (and does nothing with it), unless the
+/// binary set its own. Without one, a callsite first reached by a test that
+/// captures nothing, while another test's capturing subscriber is being
+/// registered, can be cached as of no interest, and a later capture then
+/// misses its events (tracing-core's interest cache races with scoped
+/// subscribers).
+fn interested_everywhere() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+    });
 }
