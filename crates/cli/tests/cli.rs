@@ -12,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use tollgate::{Limiter, RuleSet, Visitor};
 use tollgate_test_support::redis_server::{RedisServer, RedisServerOptions};
+use tollgate_test_support::secrets::giveaways;
 use tollgate_test_support::unique;
 
 /// What one run of the binary did.
@@ -949,26 +950,6 @@ const ODD_SECRETS: &[&str] = &[
     "Att4t@Cl1q/Vb2n#Tj5w?Mz8c+Rd3x",
     "Pl5sx+Cl1q%2FVb2n%23Tj5w%40Mz8c",
 ];
-
-/// The parts of `secret` that would give it away, lowercase: its runs of 4
-/// or more ASCII letters and digits, a `%XX` escape taken as a separator
-/// (so that the escaped and the decoded text both match).
-fn giveaways(secret: &str) -> Vec<String> {
-    let mut text = String::new();
-    for (i, piece) in secret.split('%').enumerate() {
-        text.push(' ');
-        text.push_str(if i == 0 {
-            piece
-        } else {
-            piece.get(2..).unwrap_or("")
-        });
-    }
-    text.to_lowercase()
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|run| run.len() >= 4)
-        .map(str::to_owned)
-        .collect()
-}
 
 /// Fails when `run` printed any part of `secret` (in any case).
 fn assert_hidden(what: &str, secret: &str, run: &Run) {

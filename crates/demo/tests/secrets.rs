@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 use tollgate_test_support::redis_server::RedisServer;
+use tollgate_test_support::secrets::giveaways;
 
 /// Planted in every URL and token; more than 16 characters, so that even
 /// written where a scheme goes (`SECRET://…`) it is not read as one.
@@ -31,26 +32,6 @@ const ODD_SECRETS: &[&str] = &[
     "Sl4sh/Dm0q#Vb2n?Tj5w@Mz8c+Rd3x%2FKp7y",
     "H4shx#Dm0q?Vb2n/Tj5w+Mz8c",
 ];
-
-/// The parts of `secret` that would give it away, lowercase: its runs of 4
-/// or more ASCII letters and digits, a `%XX` escape taken as a separator
-/// (so that the escaped and the decoded text both match).
-fn giveaways(secret: &str) -> Vec<String> {
-    let mut text = String::new();
-    for (i, piece) in secret.split('%').enumerate() {
-        text.push(' ');
-        text.push_str(if i == 0 {
-            piece
-        } else {
-            piece.get(2..).unwrap_or("")
-        });
-    }
-    text.to_lowercase()
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|run| run.len() >= 4)
-        .map(str::to_owned)
-        .collect()
-}
 
 /// The first part of a planted secret (see [`giveaways`]) that `text`
 /// shows, in any case.

@@ -390,23 +390,14 @@ async fn prefer_never_sends_a_refused_password_again_in_plain() {
         "postgres://{SCRAM_ROLE}:{wrong}@127.0.0.1:{}/postgres?sslmode=prefer",
         relay.port
     );
-    let err = open(&url).await.unwrap_err();
-    let text = format!("{} {err:?}", chain(&err));
-    let sent = relay.sent();
-    assert!(
-        !sent.iter().any(|s| s.holds(wrong)),
-        "the password crossed in clear: connections {:?}; {text}",
-        kinds(&sent)
-    );
-    assert_eq!(kinds(&sent), ["TLS"], "{text}");
-    let refused = driver_error(&err)
-        .as_db_error()
-        .unwrap_or_else(|| panic!("not the server's answer: {text}"));
-    assert_eq!(refused.code().code(), "28P01", "{text}");
-    assert!(
-        refused.message().contains("password authentication failed"),
-        "{text}"
-    );
+    let text = refused_over_tls_only(
+        &relay,
+        &url,
+        wrong,
+        "28P01",
+        "password authentication failed",
+    )
+    .await;
     assert!(!text.contains(wrong), "{text}");
 }
 
@@ -420,11 +411,31 @@ async fn prefer_never_retries_in_plain_once_the_password_was_asked() {
         "postgres://{NOLOGIN_ROLE}:{NOLOGIN_PASSWORD}@127.0.0.1:{}/postgres",
         relay.port
     );
-    let err = open(&url).await.unwrap_err();
+    refused_over_tls_only(
+        &relay,
+        &url,
+        NOLOGIN_PASSWORD,
+        "28000",
+        "not permitted to log in",
+    )
+    .await;
+}
+
+/// Opens `url` through `relay` and expects the server's refusal `code`
+/// (its message holding `message`) on one TLS connection, `password`
+/// never crossing in clear; what the error shows.
+async fn refused_over_tls_only(
+    relay: &Relay,
+    url: &str,
+    password: &str,
+    code: &str,
+    message: &str,
+) -> String {
+    let err = open(url).await.unwrap_err();
     let text = format!("{} {err:?}", chain(&err));
     let sent = relay.sent();
     assert!(
-        !sent.iter().any(|s| s.holds(NOLOGIN_PASSWORD)),
+        !sent.iter().any(|s| s.holds(password)),
         "the password crossed in clear: connections {:?}; {text}",
         kinds(&sent)
     );
@@ -432,11 +443,9 @@ async fn prefer_never_retries_in_plain_once_the_password_was_asked() {
     let refused = driver_error(&err)
         .as_db_error()
         .unwrap_or_else(|| panic!("not the server's answer: {text}"));
-    assert_eq!(refused.code().code(), "28000", "{text}");
-    assert!(
-        refused.message().contains("not permitted to log in"),
-        "{text}"
-    );
+    assert_eq!(refused.code().code(), code, "{text}");
+    assert!(refused.message().contains(message), "{text}");
+    text
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -130,16 +130,7 @@ async fn the_start_up_line_names_redis_by_scheme_and_host_only() {
     .expect("a line within 10 s")
     .expect("read stdout")
     .unwrap_or_default();
-    child.start_kill().expect("kill the proxy");
-    let _ = child.wait().await;
-    let mut logs = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut logs)
-        .await
-        .expect("read stderr");
+    let logs = stop(&mut child).await;
     assert!(first.starts_with("listening on "), "{first:?}\n{logs}");
     let line = logs
         .lines()
@@ -251,16 +242,7 @@ async fn it_prints_its_real_address_serves_and_never_logs_the_token() {
         .expect("answered");
     assert_eq!(response.status(), 500);
 
-    child.start_kill().expect("kill the proxy");
-    let _ = child.wait().await;
-    let mut logs = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut logs)
-        .await
-        .expect("read stderr");
+    let logs = stop(&mut child).await;
     assert!(
         logs.contains("connected to redis"),
         "no logs to check:\n{logs}"
@@ -308,4 +290,19 @@ fn print_acl_prints_one_setuser_line_for_the_server() {
         None,
     );
     assert_one_line_failure(&output, "invalid Redis user name");
+}
+
+/// Kills the proxy `child`; what it wrote on stderr.
+async fn stop(child: &mut tokio::process::Child) -> String {
+    child.start_kill().expect("kill the proxy");
+    let _ = child.wait().await;
+    let mut logs = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut logs)
+        .await
+        .expect("read stderr");
+    logs
 }

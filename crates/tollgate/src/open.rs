@@ -334,6 +334,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use tollgate_test_support::secrets::giveaways;
 
     fn error(url: &str) -> OpenError {
         match open_store(url) {
@@ -655,26 +656,6 @@ mod tests {
     /// Every secret planted.
     fn planted() -> impl Iterator<Item = &'static str> {
         std::iter::once(SECRET).chain(ODD_SECRETS.iter().copied())
-    }
-
-    /// The parts of `secret` that would give it away, lowercase: its runs
-    /// of 4 or more ASCII letters and digits, a `%XX` escape taken as a
-    /// separator (so that the escaped and the decoded text both match).
-    fn giveaways(secret: &str) -> Vec<String> {
-        let mut text = String::new();
-        for (i, piece) in secret.split('%').enumerate() {
-            text.push(' ');
-            text.push_str(if i == 0 {
-                piece
-            } else {
-                piece.get(2..).unwrap_or("")
-            });
-        }
-        text.to_lowercase()
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .filter(|run| run.len() >= 4)
-            .map(str::to_owned)
-            .collect()
     }
 
     /// What an error shows: its text, its `Debug`, and those of each of
