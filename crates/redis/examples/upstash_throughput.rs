@@ -177,10 +177,7 @@ async fn ceiling(
     rules: usize,
     op: Op,
 ) -> Run {
-    let script = match op {
-        Op::Count => tollgate_redis::scripts::COUNT,
-        Op::Reserve => tollgate_redis::scripts::RESERVE,
-    };
+    let script = tollgate_redis::scripts::CHECK;
     let sha = Arc::new(sha1_smol::Sha1::from(script).digest().to_string());
     measure(move |task, n| {
         let (client, url, auth, sha) = (
@@ -200,7 +197,10 @@ async fn ceiling(
             }
             let id = tollgate_core::CheckId::new();
             command.push(format!("{}{id}", tollgate_redis::RECORD_PREFIX));
+            command.push(if op == Op::Reserve { "r" } else { "c" }.into());
+            command.push(rules.to_string());
             command.push((now.as_millis() as u64 + 70).to_string());
+            command.push("780".into());
             for _ in 0..rules {
                 command.push("86400000".into());
                 command.push("1".into());
@@ -208,7 +208,6 @@ async fn ceiling(
                     command.push(MAX.to_string());
                 }
             }
-            command.push("780".into());
             let Ok(response) = client
                 .post(url.as_str())
                 .header("authorization", auth.as_str())
@@ -223,7 +222,9 @@ async fn ceiling(
                 return false;
             };
             let value: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-            value["result"].as_array().is_some_and(|a| a.len() >= rules)
+            value["result"][0]
+                .as_array()
+                .is_some_and(|a| a.len() >= rules)
         }
     })
     .await

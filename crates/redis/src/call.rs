@@ -23,33 +23,60 @@ pub(crate) trait Call {
 /// A size hint only: a call outgrowing it grows (so no test can tell a
 /// wrong hint from a right one, and mutation testing skips the functions
 /// that make one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Size {
     pub(crate) keys: usize,
     pub(crate) args: usize,
     pub(crate) text: usize,
 }
 
-/// A script over counters: every key and the call's record (if it has
-/// one), the deadline (`ARGV[1]`), the same arguments for each counter,
-/// then the record's lifetime (0: no record).
+impl std::ops::Add for Size {
+    type Output = Size;
+
+    fn add(self, other: Size) -> Size {
+        Size {
+            keys: self.keys + other.keys,
+            args: self.args + other.args,
+            text: self.text + other.text,
+        }
+    }
+}
+
+/// A call of [`CHECK`](crate::scripts::CHECK), the script of every counter
+/// operation: its counters and its record (if it has one) among the keys;
+/// among the arguments its op, its number of counters, its deadline, its
+/// record's lifetime (0: no record), then the same arguments for each
+/// counter. Calls batched into one script call write all their keys, then
+/// all their arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Counters {
-    /// [`COUNT`](crate::scripts::COUNT): lifetime in ms and cost per counter.
+    /// `c`, count: lifetime in ms and cost per counter.
     Count,
-    /// [`RESERVE`](crate::scripts::RESERVE): lifetime in ms, cost and max per counter.
+    /// `r`, reserve: lifetime in ms, cost and max per counter.
     Reserve,
-    /// [`REFUND`](crate::scripts::REFUND) (and scripts made from it): cost per counter.
+    /// `f`, refund: cost per counter.
     Refund,
+    /// `g`, give back a reservation (Redis Cluster): cost per counter.
+    GiveBack,
 }
 
 impl Counters {
-    /// The arguments each counter takes after the deadline.
+    /// The arguments each counter takes.
     pub(crate) fn per_counter(self) -> usize {
         match self {
             Counters::Count => 2,
             Counters::Reserve => 3,
-            Counters::Refund => 1,
+            Counters::Refund | Counters::GiveBack => 1,
+        }
+    }
+
+    /// The op, as the script reads it.
+    fn code(self) -> &'static str {
+        match self {
+            Counters::Count => "c",
+            Counters::Reserve => "r",
+            Counters::Refund => "f",
+            Counters::GiveBack => "g",
         }
     }
 
@@ -62,13 +89,14 @@ impl Counters {
         let (n, text) = counters.fold((0, 0), |(n, text), c| (n + 1, text + c.key.len()));
         Size {
             keys: n + usize::from(!record.key.is_empty()),
-            args: 2 + n * self.per_counter(),
-            text: text + record.key.len(),
+            args: 4 + n * self.per_counter(),
+            text: text + record.key.len() + 1,
         }
     }
 
-    /// Writes a call on `counters` with the deadline `cutoff` (wall-clock
-    /// ms, as `Deadline::cutoff_unix_millis` gives), recorded as `record`.
+    /// Writes a call (a batch of one) on `counters` with the deadline
+    /// `cutoff` (wall-clock ms, as `Deadline::cutoff_unix_millis` gives),
+    /// recorded as `record`: its keys, then its arguments.
     pub(crate) fn write<'a, I>(
         self,
         call: &mut impl Call,
@@ -80,13 +108,42 @@ impl Counters {
         I::IntoIter: Clone,
     {
         let counters = counters.into_iter();
-        for counter in counters.clone() {
+        self.write_keys(call, counters.clone(), record);
+        self.write_args(call, counters, cutoff, record);
+    }
+
+    /// Writes the keys of a call: its counters, then its record.
+    pub(crate) fn write_keys<'a>(
+        self,
+        call: &mut impl Call,
+        counters: impl IntoIterator<Item = &'a Counter>,
+        record: &Record,
+    ) {
+        for counter in counters {
             call.key(&counter.key);
         }
         if !record.key.is_empty() {
             call.key(&record.key);
         }
+    }
+
+    /// Writes the arguments of a call, after the keys of every call of its
+    /// batch.
+    pub(crate) fn write_args<'a, I>(
+        self,
+        call: &mut impl Call,
+        counters: I,
+        cutoff: u64,
+        record: &Record,
+    ) where
+        I: IntoIterator<Item = &'a Counter>,
+        I::IntoIter: Clone,
+    {
+        let counters = counters.into_iter();
+        call.text(self.code());
+        call.number(counters.clone().count() as u64);
         call.number(cutoff);
+        call.number(record.lifetime_ms);
         for counter in counters {
             match self {
                 Counters::Count => {
@@ -98,10 +155,9 @@ impl Counters {
                     call.number(counter.cost);
                     call.number(counter.max);
                 }
-                Counters::Refund => call.number(counter.cost),
+                Counters::Refund | Counters::GiveBack => call.number(counter.cost),
             }
         }
-        call.number(record.lifetime_ms);
     }
 }
 
@@ -212,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn counter_scripts_take_keys_and_record_the_deadline_each_counters_arguments_then_the_records_lifetime()
+    fn counter_calls_take_keys_and_record_then_op_size_deadline_record_lifetime_and_each_counters_arguments()
      {
         let counters = [counter("a", 60_000, 2, 10), counter("b", 1_000, 3, 20)];
         let record = Record {
@@ -222,18 +278,34 @@ mod tests {
         let written = |script: Counters| {
             let mut call = Written::default();
             script.write(&mut call, &counters, 99, &record);
-            assert_eq!(call.0.len(), 5 + 2 * script.per_counter());
+            assert_eq!(call.0.len(), 7 + 2 * script.per_counter());
+            let size = script.size(counters.iter(), &record);
+            assert_eq!(size.keys + size.args, call.0.len());
             call.0.join(" ")
         };
         assert_eq!(
             written(Counters::Count),
-            "k:a k:b k:r n:99 n:60000 n:2 n:1000 n:3 n:720"
+            "k:a k:b k:r t:c n:2 n:99 n:720 n:60000 n:2 n:1000 n:3"
         );
         assert_eq!(
             written(Counters::Reserve),
-            "k:a k:b k:r n:99 n:60000 n:2 n:10 n:1000 n:3 n:20 n:720"
+            "k:a k:b k:r t:r n:2 n:99 n:720 n:60000 n:2 n:10 n:1000 n:3 n:20"
         );
-        assert_eq!(written(Counters::Refund), "k:a k:b k:r n:99 n:2 n:3 n:720");
+        assert_eq!(
+            written(Counters::Refund),
+            "k:a k:b k:r t:f n:2 n:99 n:720 n:2 n:3"
+        );
+        assert_eq!(
+            written(Counters::GiveBack),
+            "k:a k:b k:r t:g n:2 n:99 n:720 n:2 n:3"
+        );
+        let mut unrecorded = Written::default();
+        let none = Record {
+            key: String::new(),
+            lifetime_ms: 0,
+        };
+        Counters::Count.write(&mut unrecorded, &counters[..1], 5, &none);
+        assert_eq!(unrecorded.0.join(" "), "k:a t:c n:1 n:5 n:0 n:60000 n:2");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 #[cfg(not(any(feature = "tcp", feature = "upstash")))]
 compile_error!("tollgate-redis needs a transport: enable its `tcp` or `upstash` feature");
 
+mod batch;
 mod call;
 mod failure;
 mod ops;

@@ -4,6 +4,8 @@
 //! ([`endpoint_store!`]); the cluster store runs each per hash slot; both
 //! keep marks through [`mark_store!`].
 
+use std::time::Instant;
+
 use tollgate_core::{Counter, Deadline, Reservation, StoreError};
 
 use crate::call::{Counters, Single};
@@ -17,20 +19,28 @@ pub(crate) trait Batch<'a>: Iterator<Item = &'a Counter> + Clone + Send {}
 
 impl<'a, I: Iterator<Item = &'a Counter> + Clone + Send> Batch<'a> for I {}
 
-/// A call of the counter script `script`, laid out as `layout`, on `counters`.
-fn counter_args<'a, T: Transport>(
+/// One call of [`CHECK`](crate::scripts::CHECK) (a batch of one): `op` on
+/// `counters`, recorded as `record`; its own reply, read by
+/// [`reply::script_result`].
+pub(crate) async fn single<'a, T: Transport>(
     transport: &T,
-    (script, layout): (&Script, Counters),
+    op: Counters,
     counters: impl Batch<'a>,
     record: &Record,
+    route: &mut T::Route,
     deadline: Deadline,
-) -> T::Args {
-    let mut args = transport.args(script, layout.size(counters.clone(), record));
-    layout.write(&mut args, counters, deadline.cutoff_unix_millis(), record);
-    args
+) -> Result<Reply, StoreError> {
+    let started = Instant::now();
+    let script = &SCRIPTS.check;
+    let mut args = transport.args(script, op.size(counters.clone(), record));
+    op.write(&mut args, counters, deadline.cutoff_unix_millis(), record);
+    let answer = eval(transport, script, args, route, deadline).await?;
+    let [reply] = <[Reply; 1]>::try_from(reply::calls(answer, 1)?)
+        .map_err(|_| StoreError::InvalidReply("expected 1 reply".into()))?;
+    reply::script_result(reply, started.elapsed())
 }
 
-/// [`COUNT`](crate::scripts::COUNT), recorded as `record`: the new counts.
+/// A count recorded as `record`: the new counts.
 pub(crate) async fn count<'a, T: Transport>(
     transport: &T,
     counters: impl Batch<'a>,
@@ -38,19 +48,20 @@ pub(crate) async fn count<'a, T: Transport>(
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<Vec<u64>, StoreError> {
-    let (n, script) = (counters.clone().count(), &SCRIPTS.count);
-    let args = counter_args(
+    let n = counters.clone().count();
+    let reply = single(
         transport,
-        (script, Counters::Count),
+        Counters::Count,
         counters,
         record,
+        route,
         deadline,
-    );
-    reply::counts(eval(transport, script, args, route, deadline).await?, n)
+    )
+    .await?;
+    reply::counts(reply, n)
 }
 
-/// [`RESERVE`](crate::scripts::RESERVE), recorded as `record`: whether it
-/// applied, and the counts.
+/// A reservation recorded as `record`: whether it applied, and the counts.
 pub(crate) async fn reserve<'a, T: Transport>(
     transport: &T,
     counters: impl Batch<'a>,
@@ -58,19 +69,20 @@ pub(crate) async fn reserve<'a, T: Transport>(
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<Reservation, StoreError> {
-    let (n, script) = (counters.clone().count(), &SCRIPTS.reserve);
-    let args = counter_args(
+    let n = counters.clone().count();
+    let reply = single(
         transport,
-        (script, Counters::Reserve),
+        Counters::Reserve,
         counters,
         record,
+        route,
         deadline,
-    );
-    reply::reservation(eval(transport, script, args, route, deadline).await?, n)
+    )
+    .await?;
+    reply::reservation(reply, n)
 }
 
-/// [`REFUND`](crate::scripts::REFUND) recorded as `record`, or with
-/// `give_back` the [`GIVE_BACK`](crate::scripts::GIVE_BACK) of the
+/// A refund recorded as `record`, or with `give_back` the give-back of the
 /// reservation recorded as `record`: the new counts.
 pub(crate) async fn refund<'a, T: Transport>(
     transport: &T,
@@ -79,20 +91,14 @@ pub(crate) async fn refund<'a, T: Transport>(
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<Vec<u64>, StoreError> {
-    let script = if give_back {
-        &SCRIPTS.give_back
+    let op = if give_back {
+        Counters::GiveBack
     } else {
-        &SCRIPTS.refund
+        Counters::Refund
     };
     let n = counters.clone().count();
-    let args = counter_args(
-        transport,
-        (script, Counters::Refund),
-        counters,
-        record,
-        deadline,
-    );
-    reply::counts(eval(transport, script, args, route, deadline).await?, n)
+    let reply = single(transport, op, counters, record, route, deadline).await?;
+    reply::counts(reply, n)
 }
 
 /// `MGET` (a read: no script): the stored counts, 0 for an absent key.
@@ -134,9 +140,11 @@ pub(crate) async fn delete<T: Transport>(
 /// Implements `Named`, `CounterStore` and `MarkStore` for `$store`, a store reaching
 /// one endpoint through the transport `self.$transport` (whose route is
 /// `()`), named `$name` in logs and metrics: every operation is one call of
-/// the script path on the whole batch. An empty batch sends nothing.
+/// the script path on all its counters, counter calls through the
+/// [`Batcher`](crate::batch::Batcher) `self.$batch` (so calls waiting
+/// together share a script call). An empty call sends nothing.
 macro_rules! endpoint_store {
-    ($store:ty, $name:literal, $transport:ident) => {
+    ($store:ty, $name:literal, $transport:ident, $batch:ident) => {
         impl tollgate_core::Named for $store {
             fn name(&self) -> &'static str {
                 $name
@@ -155,8 +163,9 @@ macro_rules! endpoint_store {
                     return Ok(Vec::new());
                 }
                 let record = $crate::record::Record::new(id, deadline);
-                let transport = &*self.$transport;
-                $crate::ops::count(transport, counters.iter(), &record, &mut (), deadline).await
+                let op = $crate::call::Counters::Count;
+                let reply = self.$batch.call(op, counters, record, deadline).await?;
+                $crate::reply::counts(reply, counters.len())
             }
 
             async fn reserve(
@@ -172,8 +181,9 @@ macro_rules! endpoint_store {
                     });
                 }
                 let record = $crate::record::Record::new(id, deadline);
-                let transport = &*self.$transport;
-                $crate::ops::reserve(transport, counters.iter(), &record, &mut (), deadline).await
+                let op = $crate::call::Counters::Reserve;
+                let reply = self.$batch.call(op, counters, record, deadline).await?;
+                $crate::reply::reservation(reply, counters.len())
             }
 
             async fn refund(
@@ -186,9 +196,9 @@ macro_rules! endpoint_store {
                     return Ok(Vec::new());
                 }
                 let record = $crate::record::Record::new(id, deadline);
-                let transport = &*self.$transport;
-                let script = (&record, false);
-                $crate::ops::refund(transport, counters.iter(), script, &mut (), deadline).await
+                let op = $crate::call::Counters::Refund;
+                let reply = self.$batch.call(op, counters, record, deadline).await?;
+                $crate::reply::counts(reply, counters.len())
             }
 
             async fn get(

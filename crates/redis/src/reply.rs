@@ -108,12 +108,19 @@ fn array(reply: Reply, len: usize, what: &str) -> Result<Vec<Reply>, StoreError>
     }
 }
 
-/// The reply of the count or refund script: one count per counter.
+/// The reply of [`CHECK`](crate::scripts::CHECK) to a batch of `n` calls:
+/// one reply per call, each still to be read by
+/// [`script_result`], then [`counts`] or [`reservation`].
+pub(crate) fn calls(reply: Reply, n: usize) -> Result<Vec<Reply>, StoreError> {
+    array(reply, n, "replies")
+}
+
+/// The reply to one count, refund or give-back call: one count per counter.
 pub(crate) fn counts(reply: Reply, n: usize) -> Result<Vec<u64>, StoreError> {
     array(reply, n, "counts")?.iter().map(count).collect()
 }
 
-/// The reply of the reserve script: `[applied, count, ...]`.
+/// The reply to one reservation: `[applied, count, ...]`.
 pub(crate) fn reservation(reply: Reply, n: usize) -> Result<Reservation, StoreError> {
     let items = array(reply, n + 1, "script results")?;
     let applied = flag(&items[0])?;

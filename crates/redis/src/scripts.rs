@@ -1,39 +1,37 @@
 //! The Lua scripts of every store of this crate (over TCP, Cluster and
-//! REST): one per write, each sent as one `EVALSHA`. Each is a documented
-//! `pub const` with its `KEYS`/`ARGV` contract, so that a raw client can
-//! send exactly the same work.
+//! REST), each sent as one `EVALSHA`. Each is a documented `pub const` with
+//! its `KEYS`/`ARGV` contract, so that a raw client can send exactly the
+//! same work.
 //!
-//! Every write script makes the same deadline check before it writes (a
-//! counter script first looks up its call's record: answering a retry of a
-//! call already applied writes nothing, so it needs no deadline): it reads
-//! the server's clock (`TIME`) and, when it is past `ARGV[1]` (the caller's
-//! `Deadline::cutoff_unix_millis` (tollgate-core),
-//! wall-clock milliseconds, skew margin included), it writes nothing and
-//! returns the status reply `DEADLINE`, which the store reports as
-//! `StoreError::Timeout`. Redis 5 and
-//! later replicate scripts by their effects, so a script may read `TIME`
-//! before it writes.
+//! Every write makes the same deadline check before it writes (a counter
+//! call first looks up its record: answering a retry of a call already
+//! applied writes nothing, so it needs no deadline): the script reads the
+//! server's clock (`TIME`, once per script) and, when it is past the
+//! call's cutoff (the caller's `Deadline::cutoff_unix_millis`
+//! (tollgate-core), wall-clock milliseconds, skew margin included), the
+//! call writes nothing and answers the status reply `DEADLINE`, which the
+//! store reports as `StoreError::Timeout`. Redis 5 and later replicate
+//! scripts by their effects, so a script may read `TIME` before it writes.
 //!
-//! Every counter script reads all its counters before its first write and
-//! refuses (an error reply, nothing written) any stored value that is not a
-//! count: only `0` or digits without a leading zero, at most 2^53
-//! (`9007199254740992`), compared as text, so no value is rounded on the
-//! way in. A value of another type (a list) fails the first `GET` with
-//! `WRONGTYPE`, also before any write.
+//! A counter holds a count: `0` or digits without a leading zero, at most
+//! 2^53 (`9007199254740992`). A counter call that finds anything else
+//! (other text, a negative number, a number over 2^53, another type)
+//! answers an error reply and leaves every counter as it was.
 //!
 //! Lua numbers are doubles. Counts and costs are at most 2^53 and maxes at
 //! most 2^53 - 1 (the core's bounds), so every count, cost and max is exact;
 //! `count + cost` is exact up to 2^53 and, above it, rounds to a value that
 //! is still above 2^53 (rounding is monotonic and 2^53 is a double), so
 //! `math.min(count + cost, 2^53)` saturates exactly and `count + cost <= max`
-//! is decided exactly. Numbers are written back as `string.format('%.0f')`,
-//! exact for every integer up to 2^53 (Lua's own `tostring` keeps only 14
-//! digits), and returned as integer replies, exact up to 2^53.
+//! is decided exactly. Numbers written back as text go through
+//! `string.format('%.0f')`, exact for every integer up to 2^53 (Lua's own
+//! `tostring` keeps only 14 digits), and come back as integer replies,
+//! exact up to 2^53.
 
 use std::sync::LazyLock;
 
-/// The deadline check: `DEADLINE`, nothing written, once the server's
-/// clock is past `ARGV[1]`.
+/// The deadline check of a one-key script: `DEADLINE`, nothing written,
+/// once the server's clock is past `ARGV[1]`.
 macro_rules! deadline_check {
     () => {
         r"
@@ -52,191 +50,267 @@ macro_rules! write_script {
     };
 }
 
-/// Reads every counter into `counts` (`n` of them, `KEYS[1..n]`), or
-/// returns an error reply before any write when one holds something else
-/// than a count.
-macro_rules! read_counts {
-    () => {
-        r"
-local counts = {}
-for i = 1, n do
-  local value = redis.call('GET', KEYS[i])
-  if not value or value == '0' then
-    counts[i] = 0
-  elseif #value > 16 or not string.find(value, '^[1-9]%d*$') then
-    return redis.error_reply('ERR counter is not an integer')
-  else
-    if #value == 16 then
-      -- Compared in two exact parts: 15 digits, then the last one ('2' is 50).
-      local head = tonumber(string.sub(value, 1, 15))
-      if head > 900719925474099
-          or (head == 900719925474099 and string.byte(value, 16) > 50) then
-        return redis.error_reply('ERR counter is over 2^53')
-      end
-    end
-    counts[i] = tonumber(value)
-  end
-end
-"
-    };
-}
+/// Every counter call — count, reserve, refund, give back — for any number
+/// of calls at once: a batch of checks shares one script call, each call
+/// with its own deadline, record and reply.
+///
+/// `KEYS`: per call, its counters, then its record when it has one. `ARGV`:
+/// per call, `op`, `n` (its counters), its cutoff (wall-clock ms), its
+/// record's lifetime in ms (`0`: no record, and no record key), then per
+/// counter:
+///
+/// | `op` | what | per counter |
+/// |---|---|---|
+/// | `c` | count: adds each cost, saturating at 2^53 | lifetime ms, cost |
+/// | `r` | reserve: adds every cost if each count stays within its max, else none | lifetime ms, cost, max |
+/// | `f` | refund: gives each cost back, never below 0, keeping the lifetime; an absent counter stays absent | cost |
+/// | `g` | give back an applied reservation (Redis Cluster, for a slot that applied a reservation another slot refused) | cost |
+///
+/// Returns one reply per call, in order: the counts after it (`c`, `f`,
+/// `g`), or `{applied, count...}` (`r`: 1 and the new counts, or 0 and
+/// the current ones); `DEADLINE`; or an error reply when a counter holds
+/// something other than a count (nothing written for that call).
+///
+/// A call with a record (`c`, `r`, `f`) that finds it is answered the
+/// recorded reply and applies nothing, even past its deadline: a retry of
+/// an applied call. Otherwise its reply is recorded for the record's
+/// lifetime (`SET … PX`).
+///
+/// `g` reads its record the other way: only when it says the reservation
+/// was applied (or there is none: a reservation sent without one), it
+/// deletes it (so a retry of the reservation applies afresh) and gives each
+/// cost back, removing a counter brought back to 0 (the reservation may
+/// have created it, and a refused reservation creates no counter; a racing
+/// caller's increment in between keeps it above 0, so it stays, with its
+/// lifetime). Otherwise (never applied, or undone already) it changes
+/// nothing. It answers the counts after and is not recorded.
+///
+/// **Lifetimes.** `c` and `r` give a counter its lifetime when they create
+/// it (`PEXPIRE` when `INCRBY` answers the call's own cost: the counter was
+/// absent, or 0) and leave an existing counter's lifetime alone: a counter
+/// lives its window's full length from its first count, so from before its
+/// window ends until at most two windows after the window began.
+///
+/// **Work.** On the common path a count or reservation is one `INCRBY` per
+/// counter (`PEXPIRE` too when it creates it), one `GET` and one `SET` of
+/// its record; the script reads `TIME` once. `INCRBY` refuses text and
+/// other types by itself; its reply tells what else is wrong: below the
+/// cost (the count was negative), at or above 2^53 (exactness), above a
+/// reservation's max. Then the call takes its increments back (`DECRBY`,
+/// and `DEL` of a counter brought back to 0) and runs the exact slow path:
+/// `GET` and validate every counter as text, decide, and `SET` each with
+/// its lifetime.
+pub const CHECK: &str = r"
+local LIMIT = 9007199254740992
+local call, pcall, tonumber = redis.call, redis.pcall, tonumber
+local clock = call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
-/// A counter script: the call's record (`KEYS[n+1]`, unless `ARGV[#ARGV]`
-/// is 0: no record), whose reply it returns when the call was applied
-/// before (even past the deadline: a replay writes nothing); the deadline
-/// check; every counter read into `counts`; then `$body`, which returns
-/// `remember(reply)`: the reply, recorded for `ARGV[#ARGV]` ms.
-macro_rules! counter_script {
-    ($body:literal) => {
-        concat!(
-            r"
-local n = #KEYS
-local record
-if ARGV[#ARGV] ~= '0' then
-  n = n - 1
-  record = KEYS[n + 1]
-  local done = redis.call('GET', record)
-  if done then
-    local reply = {}
-    for number in string.gmatch(done, '%d+') do
-      reply[#reply + 1] = tonumber(number)
+-- Reads counters k+1..k+n: their counts, or nil and an error reply.
+local function read(k, n)
+  local counts = {}
+  for i = 1, n do
+    local value = pcall('GET', KEYS[k + i])
+    if type(value) == 'table' then
+      return nil, value
+    elseif not value or value == '0' then
+      counts[i] = 0
+    elseif #value > 16 or not string.find(value, '^[1-9]%d*$') then
+      return nil, redis.error_reply('ERR counter is not an integer')
+    else
+      if #value == 16 then
+        -- Compared in two exact parts: 15 digits, then the last one ('2' is 50).
+        local head = tonumber(string.sub(value, 1, 15))
+        if head > 900719925474099
+            or (head == 900719925474099 and string.byte(value, 16) > 50) then
+          return nil, redis.error_reply('ERR counter is over 2^53')
+        end
+      end
+      counts[i] = tonumber(value)
     end
-    return reply
+  end
+  return counts
+end
+
+-- Takes back the first m increments of a call whose counters take `step`
+-- arguments each, the cost second.
+local function undo(k, a, step, m)
+  for i = 1, m do
+    if call('DECRBY', KEYS[k + i], ARGV[a + step * (i - 1) + 2]) == 0 then
+      call('DEL', KEYS[k + i])
+    end
   end
 end
-local function remember(reply)
-  if record then
-    local text = {}
-    for i = 1, #reply do
-      text[i] = string.format('%.0f', reply[i])
+
+-- Sets counter k+i to `count` for `life` ms.
+local function store(k, i, count, life)
+  call('SET', KEYS[k + i], string.format('%.0f', count), 'PX', life)
+end
+
+local function count(k, a, n)
+  local counts = {}
+  for i = 1, n do
+    local at = a + 2 * i
+    local cost = tonumber(ARGV[at])
+    local new = pcall('INCRBY', KEYS[k + i], ARGV[at])
+    if type(new) ~= 'number' or new < cost or new >= LIMIT then
+      undo(k, a, 2, type(new) == 'number' and i or i - 1)
+      local err
+      counts, err = read(k, n)
+      if not counts then
+        return err
+      end
+      for j = 1, n do
+        counts[j] = math.min(counts[j] + tonumber(ARGV[a + 2 * j]), LIMIT)
+        store(k, j, counts[j], ARGV[a + 2 * j - 1])
+      end
+      return counts
     end
-    redis.call('SET', record, table.concat(text, ','), 'PX', ARGV[#ARGV])
+    if new == cost then
+      call('PEXPIRE', KEYS[k + i], ARGV[at - 1])
+    end
+    counts[i] = new
+  end
+  return counts
+end
+
+local function reserve(k, a, n)
+  local reply = {1}
+  for i = 1, n do
+    local at = a + 3 * i - 1
+    local cost = tonumber(ARGV[at])
+    local new = pcall('INCRBY', KEYS[k + i], ARGV[at])
+    if type(new) ~= 'number' or new < cost or new > tonumber(ARGV[at + 1]) then
+      undo(k, a, 3, type(new) == 'number' and i or i - 1)
+      local counts, err = read(k, n)
+      if not counts then
+        return err
+      end
+      local fits = 1
+      for j = 1, n do
+        if counts[j] + tonumber(ARGV[a + 3 * j - 1]) > tonumber(ARGV[a + 3 * j]) then
+          fits = 0
+        end
+      end
+      reply = {fits}
+      for j = 1, n do
+        if fits == 1 then
+          counts[j] = counts[j] + tonumber(ARGV[a + 3 * j - 1])
+          store(k, j, counts[j], ARGV[a + 3 * j - 2])
+        end
+        reply[j + 1] = counts[j]
+      end
+      return reply
+    end
+    reply[i + 1] = new
+  end
+  for i = 1, n do
+    if reply[i + 1] == tonumber(ARGV[a + 3 * i - 1]) then
+      call('PEXPIRE', KEYS[k + i], ARGV[a + 3 * i - 2])
+    end
   end
   return reply
 end
-",
-            deadline_check!(),
-            read_counts!(),
-            $body
-        )
-    };
-}
 
-/// Adds each cost, saturating at 2^53: the store's `count`.
-///
-/// `KEYS`: the counters, then the call's record. `ARGV[1]`: the deadline
-/// (wall-clock ms); then per counter `i`, `ARGV[2i]` its lifetime in ms and
-/// `ARGV[2i+1]` its cost; last, the record's lifetime in ms. Sets each
-/// counter to `min(count + cost, 2^53)` with its lifetime (`SET … PX`).
-/// Returns the new counts (recorded: a retry of the call is answered them
-/// and applies nothing), `DEADLINE`, or an error reply (nothing written)
-/// when a counter holds something else than a count.
-pub const COUNT: &str = counter_script!(
-    r"
-for i = 1, n do
-  counts[i] = math.min(counts[i] + tonumber(ARGV[2 * i + 1]), 9007199254740992)
-  redis.call('SET', KEYS[i], string.format('%.0f', counts[i]), 'PX', ARGV[2 * i])
-end
-return remember(counts)
-"
-);
-
-/// Adds every cost if each fits, else none: the store's `reserve`.
-///
-/// `KEYS`: the counters, then the call's record. `ARGV[1]`: the deadline
-/// (wall-clock ms); then per counter `i`, `ARGV[3i-1]` its lifetime in ms,
-/// `ARGV[3i]` its cost and `ARGV[3i+1]` its max; last, the record's
-/// lifetime in ms. When `count + cost <= max` for every counter, sets each
-/// to `count + cost` with its lifetime (`SET … PX`). Returns `{applied,
-/// count...}`: 1 and the new counts, or 0 and the current counts (recorded
-/// either way: a retry is answered the same); `DEADLINE`; or an error
-/// reply (nothing written) when a counter holds something else than a
-/// count.
-pub const RESERVE: &str = counter_script!(
-    r"
-local fits = 1
-for i = 1, n do
-  if counts[i] + tonumber(ARGV[3 * i]) > tonumber(ARGV[3 * i + 1]) then
-    fits = 0
-  end
-end
-if fits == 1 then
-  for i = 1, n do
-    counts[i] = counts[i] + tonumber(ARGV[3 * i])
-    redis.call('SET', KEYS[i], string.format('%.0f', counts[i]), 'PX', ARGV[3 * i - 1])
-  end
-end
-local reply = {fits}
-for i = 1, n do
-  reply[i + 1] = counts[i]
-end
-return remember(reply)
-"
-);
-
-/// Gives each cost back, never below 0: the store's `refund`.
-///
-/// `KEYS`: the counters, then the call's record. `ARGV[1]`: the deadline
-/// (wall-clock ms); then `ARGV[i+1]` the cost of counter `i`; last, the
-/// record's lifetime in ms. Sets each existing counter to `max(count -
-/// cost, 0)`, keeping its lifetime (`SET … KEEPTTL`); an absent counter
-/// stays absent and reads 0. Returns the new counts (recorded),
-/// `DEADLINE`, or an error reply (nothing written) when a counter holds
-/// something else than a count.
-pub const REFUND: &str = counter_script!(
-    r"
-for i = 1, n do
-  if counts[i] > 0 then
-    counts[i] = math.max(counts[i] - tonumber(ARGV[i + 1]), 0)
-    redis.call('SET', KEYS[i], string.format('%.0f', counts[i]), 'KEEPTTL')
-  end
-end
-return remember(counts)
-"
-);
-
-/// Undoes an applied reservation: what a Redis Cluster store sends to
-/// each slot that applied a reservation another slot refused.
-///
-/// `KEYS`, `ARGV` and the reply are [`REFUND`]'s, `KEYS[n+1]` being the
-/// reservation's record. Only when that record says the reservation was
-/// applied (or there is none: a reservation sent without one), deletes it
-/// (so a retry of the reservation applies afresh) and gives each cost back, removing a counter brought back to 0: the
-/// reservation may have created it, and a refused reservation creates no
-/// counter (a racing caller's increment in between keeps it above 0, so it
-/// stays, with its lifetime). Otherwise (never applied, or undone already)
-/// changes nothing. Returns the counts after.
-pub const GIVE_BACK: &str = write_script!(
-    r"
-local n = #KEYS
-local record
-local applied = true
-if ARGV[#ARGV] ~= '0' then
-  n = n - 1
-  record = KEYS[n + 1]
-  applied = string.sub(redis.call('GET', record) or '', 1, 2) == '1,'
-end
-",
-    read_counts!(),
-    r"
-if applied then
-  if record then
-    redis.call('DEL', record)
+local function refund(k, a, n)
+  local counts, err = read(k, n)
+  if not counts then
+    return err
   end
   for i = 1, n do
     if counts[i] > 0 then
-      counts[i] = math.max(counts[i] - tonumber(ARGV[i + 1]), 0)
+      counts[i] = math.max(counts[i] - tonumber(ARGV[a + i]), 0)
+      call('SET', KEYS[k + i], string.format('%.0f', counts[i]), 'KEEPTTL')
+    end
+  end
+  return counts
+end
+
+local function give_back(k, a, n, record)
+  local counts, err = read(k, n)
+  if not counts then
+    return err
+  end
+  if record then
+    local done = pcall('GET', record)
+    if type(done) ~= 'string' or string.sub(done, 1, 2) ~= '1,' then
+      return counts
+    end
+    call('DEL', record)
+  end
+  for i = 1, n do
+    if counts[i] > 0 then
+      counts[i] = math.max(counts[i] - tonumber(ARGV[a + i]), 0)
       if counts[i] == 0 then
-        redis.call('DEL', KEYS[i])
+        call('DEL', KEYS[k + i])
       else
-        redis.call('SET', KEYS[i], string.format('%.0f', counts[i]), 'KEEPTTL')
+        call('SET', KEYS[k + i], string.format('%.0f', counts[i]), 'KEEPTTL')
       end
     end
   end
+  return counts
 end
-return counts
-"
-);
+
+-- The recorded reply `done`.
+local function replayed(done)
+  local reply = {}
+  for number in string.gmatch(done, '%d+') do
+    reply[#reply + 1] = tonumber(number)
+  end
+  return reply
+end
+
+-- Records `reply` (numbers) as `record` for `life` ms. `table.concat`
+-- writes numbers with 14 digits: exact below 10^14, else an exponent.
+local function remember(record, life, reply)
+  local text = table.concat(reply, ',')
+  if string.find(text, 'e', 1, true) then
+    local parts = {}
+    for i = 1, #reply do
+      parts[i] = string.format('%.0f', reply[i])
+    end
+    text = table.concat(parts, ',')
+  end
+  call('SET', record, text, 'PX', life)
+end
+
+local ops = {c = {count, 2}, r = {reserve, 3}, f = {refund, 1}, g = {give_back, 1}}
+local replies = {}
+local k, a = 0, 0
+while a < #ARGV do
+  local op, n, cutoff, life = ops[ARGV[a + 1]], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), ARGV[a + 4]
+  if not op or not n or not cutoff then
+    return redis.error_reply('ERR tollgate: a malformed call')
+  end
+  a = a + 4
+  local record
+  if life ~= '0' then
+    record = KEYS[k + n + 1]
+  end
+  local reply
+  if op[1] == give_back then
+    reply = now > cutoff and redis.status_reply('DEADLINE') or give_back(k, a, n, record)
+  else
+    local done = record and pcall('GET', record)
+    if type(done) == 'string' then
+      reply = replayed(done)
+    elseif type(done) == 'table' then
+      reply = done
+    elseif now > cutoff then
+      reply = redis.status_reply('DEADLINE')
+    else
+      reply = op[1](k, a, n)
+      if record and not reply.err then
+        remember(record, life, reply)
+      end
+    end
+  end
+  replies[#replies + 1] = reply
+  k = k + n + (record and 1 or 0)
+  a = a + op[2] * n
+end
+return replies
+";
 
 /// Removes a counter: the store's `delete`.
 ///
@@ -322,10 +396,7 @@ impl Script {
 /// Every script a store sends.
 #[derive(Debug)]
 pub(crate) struct Scripts {
-    pub(crate) count: Script,
-    pub(crate) reserve: Script,
-    pub(crate) refund: Script,
-    pub(crate) give_back: Script,
+    pub(crate) check: Script,
     pub(crate) delete: Script,
     pub(crate) claim: Script,
     pub(crate) finish: Script,
@@ -334,10 +405,7 @@ pub(crate) struct Scripts {
 
 /// The scripts, hashed once per process.
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    count: Script::new(COUNT),
-    reserve: Script::new(RESERVE),
-    refund: Script::new(REFUND),
-    give_back: Script::new(GIVE_BACK),
+    check: Script::new(CHECK),
     delete: Script::new(DELETE),
     claim: Script::new(CLAIM),
     finish: Script::new(FINISH),
@@ -355,7 +423,7 @@ mod tests {
             Script::new("return 1").sha,
             "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
         );
-        assert_eq!(SCRIPTS.count.sha.len(), 40);
-        assert_ne!(SCRIPTS.count.sha, SCRIPTS.reserve.sha);
+        assert_eq!(SCRIPTS.check.sha.len(), 40);
+        assert_ne!(SCRIPTS.check.sha, SCRIPTS.delete.sha);
     }
 }

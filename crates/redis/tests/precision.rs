@@ -224,7 +224,9 @@ fn now_millis() -> u64 {
         .as_millis() as u64
 }
 
-/// Runs `script` raw with `keys`, then the cutoff `cutoff` and `args`.
+/// Runs `script` raw with `keys` and `args`, where the argument `CUTOFF`
+/// is `cutoff`. A counter call ([`CHECK`](tollgate_redis::scripts::CHECK))
+/// answers its one call's reply as an array of one: this is that reply.
 async fn raw_eval(
     conn: &mut redis::aio::MultiplexedConnection,
     script: &str,
@@ -232,13 +234,27 @@ async fn raw_eval(
     cutoff: u64,
     args: &[&str],
 ) -> Value {
+    let cutoff = cutoff.to_string();
+    let args: Vec<&str> = args
+        .iter()
+        .map(|arg| {
+            if *arg == "CUTOFF" {
+                cutoff.as_str()
+            } else {
+                arg
+            }
+        })
+        .collect();
     let mut cmd = redis::cmd("EVAL");
-    cmd.arg(script)
-        .arg(keys.len())
-        .arg(keys)
-        .arg(cutoff)
-        .arg(args);
-    cmd.query_async(conn).await.unwrap()
+    cmd.arg(script).arg(keys.len()).arg(keys).arg(args);
+    let reply = cmd.query_async(conn).await.unwrap();
+    match reply {
+        Value::Array(mut calls) if script == tollgate_redis::scripts::CHECK => {
+            assert_eq!(calls.len(), 1, "one call, one reply");
+            calls.remove(0)
+        }
+        reply => reply,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,40 +272,47 @@ async fn every_write_script_past_its_deadline_writes_nothing() {
     let cases: [(&str, &str, Vec<&str>, Vec<&str>); 7] = [
         (
             "count",
-            tollgate_redis::scripts::COUNT,
+            tollgate_redis::scripts::CHECK,
             vec![&a, &b, &record],
-            vec!["60000", "1", "60000", "1", "720"],
+            vec!["c", "2", "CUTOFF", "720", "60000", "1", "60000", "1"],
         ),
         (
             "reserve",
-            tollgate_redis::scripts::RESERVE,
+            tollgate_redis::scripts::CHECK,
             vec![&a, &b, &record],
-            vec!["60000", "1", "10", "60000", "1", "10", "720"],
+            vec![
+                "r", "2", "CUTOFF", "720", "60000", "1", "10", "60000", "1", "10",
+            ],
         ),
         (
             "refund",
-            tollgate_redis::scripts::REFUND,
+            tollgate_redis::scripts::CHECK,
             vec![&a, &b, &record],
-            vec!["1", "1", "720"],
+            vec!["f", "2", "CUTOFF", "720", "1", "1"],
         ),
-        ("delete", tollgate_redis::scripts::DELETE, vec![&b], vec![]),
+        (
+            "delete",
+            tollgate_redis::scripts::DELETE,
+            vec![&b],
+            vec!["CUTOFF"],
+        ),
         (
             "claim",
             tollgate_redis::scripts::CLAIM,
             vec![&a],
-            vec!["t", "60000"],
+            vec!["CUTOFF", "t", "60000"],
         ),
         (
             "finish",
             tollgate_redis::scripts::FINISH,
             vec![&mark],
-            vec!["token", "60000", "done"],
+            vec!["CUTOFF", "token", "60000", "done"],
         ),
         (
             "release",
             tollgate_redis::scripts::RELEASE,
             vec![&mark],
-            vec!["token"],
+            vec!["CUTOFF", "token"],
         ),
     ];
     for (what, script, keys, args) in &cases {

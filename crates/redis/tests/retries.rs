@@ -244,42 +244,44 @@ async fn a_retry_past_the_deadline_is_answered_its_record_and_writes_nothing() {
         tollgate_redis::RECORD_PREFIX,
         tollgate_core::CheckId::new()
     );
-    let eval = |cutoff: u64| {
+    let eval = |record: &str, cutoff: u64| {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(tollgate_redis::scripts::COUNT)
+        cmd.arg(tollgate_redis::scripts::CHECK)
             .arg(2)
             .arg(&key)
-            .arg(&record)
+            .arg(record)
+            .arg("c")
+            .arg(1)
             .arg(cutoff)
+            .arg(780)
             .arg(60_000)
-            .arg(3)
-            .arg(780);
+            .arg(3);
         cmd
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
-    let first: Vec<u64> = eval(now + 10_000).query_async(&mut admin).await.unwrap();
-    assert_eq!(first, [3]);
-    let late: redis::Value = eval(now - 1).query_async(&mut admin).await.unwrap();
+    let first: Vec<Vec<u64>> = eval(&record, now + 10_000)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(first, [[3]]);
+    let late: redis::Value = eval(&record, now - 1)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
     assert_eq!(
         late,
-        redis::Value::Array(vec![redis::Value::Int(3)]),
+        redis::Value::Array(vec![redis::Value::Array(vec![redis::Value::Int(3)])]),
         "a late retry of an applied call is not answered its record"
     );
     assert_eq!(stored(&mut admin, &key).await.as_deref(), Some("3"));
     let fresh = format!("{record}x");
-    let mut past = redis::cmd("EVAL");
-    past.arg(tollgate_redis::scripts::COUNT)
-        .arg(2)
-        .arg(&key)
-        .arg(&fresh)
-        .arg(now - 1)
-        .arg(60_000)
-        .arg(3)
-        .arg(780);
-    let refused: redis::Value = past.query_async(&mut admin).await.unwrap();
-    assert_eq!(refused, redis::Value::SimpleString("DEADLINE".into()));
+    let refused: redis::Value = eval(&fresh, now - 1).query_async(&mut admin).await.unwrap();
+    assert_eq!(
+        refused,
+        redis::Value::Array(vec![redis::Value::SimpleString("DEADLINE".into())])
+    );
     assert_eq!(stored(&mut admin, &key).await.as_deref(), Some("3"));
 }

@@ -192,11 +192,11 @@ async fn malformed_answers_are_typed_errors_never_a_count_taken_as_zero() {
         ),
         (truncated_by_length(), "invalid-reply"),
         (
-            Canned::Json(200, r#"{"result":[1,2]}"#.into()),
+            Canned::Json(200, r#"{"result":[[1,2]]}"#.into()),
             "invalid-reply",
         ),
         (
-            Canned::Json(200, r#"{"result":[1,2,3,4,5,6]}"#.into()),
+            Canned::Json(200, r#"{"result":[[1,2,3,4,5,6]]}"#.into()),
             "invalid-reply",
         ),
         (
@@ -204,24 +204,35 @@ async fn malformed_answers_are_typed_errors_never_a_count_taken_as_zero() {
             "invalid-reply",
         ),
         (
-            Canned::Json(200, r#"{"result":["1","1","1","1"]}"#.into()),
+            Canned::Json(200, r#"{"result":[["1","1","1","1"]]}"#.into()),
             "invalid-reply",
         ),
         (
-            Canned::Json(200, r#"{"result":[1,1,-1,1]}"#.into()),
+            Canned::Json(200, r#"{"result":[[1,1,-1,1]]}"#.into()),
             "invalid-reply",
         ),
         (
-            Canned::Json(200, r#"{"result":[1,1,9007199254740993,1]}"#.into()),
+            Canned::Json(200, r#"{"result":[[1,1,9007199254740993,1]]}"#.into()),
             "invalid-reply",
         ),
         (
-            Canned::Json(200, r#"{"result":[0,0,0,0.5]}"#.into()),
+            Canned::Json(200, r#"{"result":[[0,0,0,0.5]]}"#.into()),
             "invalid-reply",
         ),
         (
             Canned::Json(200, r#"{"result":null}"#.into()),
             "invalid-reply",
+        ),
+        (
+            Canned::Json(200, r#"{"result":[[1,1,1,1],[1,1,1,1]]}"#.into()),
+            "invalid-reply",
+        ),
+        (
+            Canned::Json(
+                200,
+                r#"{"result":[{"error":"ERR counter is not an integer"}]}"#.into(),
+            ),
+            "backend",
         ),
         (Canned::Json(200, "[]".into()), "invalid-reply"),
     ];
@@ -349,8 +360,8 @@ async fn a_noscript_answer_costs_exactly_one_more_request() {
             400,
             r#"{"error":"NOSCRIPT No matching script. Please use EVAL."}"#.into(),
         ),
-        Canned::Json(200, r#"{"result":[3]}"#.into()),
-        Canned::Json(200, r#"{"result":[4]}"#.into()),
+        Canned::Json(200, r#"{"result":[[3]]}"#.into()),
+        Canned::Json(200, r#"{"result":[[4]]}"#.into()),
     ])
     .await;
     let store = UpstashStore::open(&fake.url(), TOKEN).unwrap();
@@ -377,7 +388,7 @@ async fn a_noscript_answer_costs_exactly_one_more_request() {
         .map(|r| r.body[0].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(names, ["EVALSHA", "EVAL", "EVALSHA"]);
-    assert_eq!(sent[1].body[1], tollgate_redis::scripts::COUNT);
+    assert_eq!(sent[1].body[1], tollgate_redis::scripts::CHECK);
     assert_eq!(sent[0].body[1], sent[2].body[1]);
 }
 
@@ -430,7 +441,7 @@ enum Body {
 const ENDLESS_CAP: usize = 64 << 20;
 
 /// The valid reply to a count of one counter, at the end of every body.
-const REPLY: &[u8] = br#"{"result":[1]}"#;
+const REPLY: &[u8] = br#"{"result":[[1]]}"#;
 
 /// A hostile HTTP endpoint (not a fake of Upstash): it answers every
 /// request with `status` and a huge or endless body, and records for each

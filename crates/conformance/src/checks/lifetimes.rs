@@ -122,9 +122,12 @@ pub async fn every_counter_lives_until_its_window_ends_within_two_windows<H: Har
 
 /// Moving the store's own clock (when the harness can): a counter still
 /// counts 1 ms before its window ends, and is gone once its ttl has passed
-/// after its latest increment; a refund does not extend it. Without a store
-/// clock, the store keeps real time: a refund made 1.5 s after the count
-/// must leave 1.5 s less to live than the ttl.
+/// after its latest increment; a refund does not extend it. A store may
+/// give a counter its lifetime when it creates it (Redis) or again at every
+/// increment (the others): both live past their window's end, and neither
+/// outlives the ttl after the latest increment, which is all this asserts.
+/// Without a store clock, the store keeps real time: a refund made 1.5 s
+/// after the count must leave 1.5 s less to live than the ttl.
 pub async fn counters_expire_ttl_after_their_latest_increment<H: Harness>(harness: &H) {
     let clock = clock(harness);
     let limiter = limiter(harness.open().await, &clock);

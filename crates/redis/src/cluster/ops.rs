@@ -166,7 +166,7 @@ impl Named for RedisClusterStore {
 
 #[async_trait]
 impl CounterStore for RedisClusterStore {
-    /// Per slot, one `EVALSHA` of [`COUNT`](crate::scripts::COUNT); all
+    /// Per slot, one `EVALSHA` of [`CHECK`](crate::scripts::CHECK) (count); all
     /// slots at once.
     async fn count(
         &self,
@@ -184,7 +184,7 @@ impl CounterStore for RedisClusterStore {
         .await
     }
 
-    /// Per slot, one `EVALSHA` of [`RESERVE`](crate::scripts::RESERVE), all
+    /// Per slot, one `EVALSHA` of [`CHECK`](crate::scripts::CHECK) (reserve), all
     /// slots at once; when a slot refuses, one `EVALSHA` of the give-back
     /// script on each slot that applied.
     async fn reserve(
@@ -202,7 +202,7 @@ impl CounterStore for RedisClusterStore {
         self.reserve_across(counters, id, deadline).await
     }
 
-    /// Per slot, one `EVALSHA` of [`REFUND`](crate::scripts::REFUND); all
+    /// Per slot, one `EVALSHA` of [`CHECK`](crate::scripts::CHECK) (refund); all
     /// slots at once.
     async fn refund(
         &self,

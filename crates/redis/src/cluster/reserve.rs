@@ -2,10 +2,10 @@
 //!
 //! Redis runs a script on the keys of one slot only, so a reservation
 //! across slots is one conditional reservation per slot
-//! ([`RESERVE`](crate::scripts::RESERVE) on that slot's counters), all at
+//! ([`CHECK`](crate::scripts::CHECK)'s reservation of that slot's counters), all at
 //! once. When every slot applies, the reservation is applied. When any slot
 //! refuses (or fails), each slot that applied gets its costs back (the
-//! give-back script: [`REFUND`](crate::scripts::REFUND) with the same
+//! give-back, `CHECK`'s op `g`: a refund of the same
 //! costs, which also removes a counter it brings back to 0, so a counter
 //! the reservation created is absent again), all at once, and the
 //! reservation is refused.

@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn an_eval_carries_the_same_keys_and_arguments() {
-        let script = &SCRIPTS.refund;
+        let script = &SCRIPTS.check;
         let counters = [tollgate_core::Counter {
             key: "a:1".into(),
             ttl: std::time::Duration::from_secs(1),
@@ -160,6 +160,9 @@ mod tests {
         assert_eq!(resent[0], b"EVAL");
         assert_eq!(resent[1], script.code.as_bytes());
         assert_eq!(sent[2..], resent[2..]);
-        assert_eq!(resent[2..], [&b"2"[..], b"a:1", b"r", b"7", b"42", b"9"]);
+        assert_eq!(
+            resent[2..],
+            [&b"2"[..], b"a:1", b"r", b"f", b"1", b"7", b"9", b"42"]
+        );
     }
 }

@@ -16,6 +16,7 @@ use redis::{Client, Cmd, Value};
 use tollgate_core::{Deadline, StoreError};
 
 use crate::Error;
+use crate::batch::Batcher;
 use crate::ops::endpoint_store;
 use crate::reply::Reply;
 use link::Link;
@@ -24,13 +25,15 @@ pub(crate) use budget::Longest;
 pub(crate) use command::Resp;
 
 /// Counters and marks on one Redis (or Valkey) server: one round trip per
-/// call, whatever the batch size.
+/// call, whatever the number of counters; calls waiting together share
+/// one script call.
 ///
 /// Cheap to clone; clones share one connection. See the [crate docs](crate)
 /// for the commands used, the failure bound and durability settings.
 #[derive(Clone)]
 pub struct RedisStore {
     tcp: Arc<Tcp>,
+    batch: Arc<Batcher<Tcp>>,
 }
 
 /// The transport of a [`RedisStore`]: one multiplexed connection, made
@@ -76,11 +79,13 @@ impl RedisStore {
     pub fn open(url: &str) -> Result<RedisStore, Error> {
         let client = client(url)?;
         let address = client.get_connection_info().addr().to_string();
+        let tcp = Arc::new(Tcp {
+            link: Link::new(client),
+            address,
+        });
         Ok(RedisStore {
-            tcp: Arc::new(Tcp {
-                link: Link::new(client),
-                address,
-            }),
+            batch: Arc::new(Batcher::new(Arc::clone(&tcp))),
+            tcp,
         })
     }
 
@@ -92,7 +97,7 @@ impl RedisStore {
     }
 }
 
-endpoint_store!(RedisStore, "redis", tcp);
+endpoint_store!(RedisStore, "redis", tcp, batch);
 
 impl Resp for Tcp {
     type Route = ();

@@ -171,8 +171,8 @@ mod tests {
         });
         tail.string(nasty);
         tail.string("");
-        let value = parsed(&tail.eval(crate::scripts::COUNT));
-        assert_eq!(value[1], crate::scripts::COUNT);
+        let value = parsed(&tail.eval(crate::scripts::CHECK));
+        assert_eq!(value[1], crate::scripts::CHECK);
         assert_eq!(value[3], nasty);
         assert_eq!(value[4], "");
     }

@@ -69,7 +69,7 @@ fn deadline() -> Deadline {
 
 #[tokio::test]
 async fn a_count_is_one_evalsha_with_the_deadline_first() {
-    let (store, fake) = store(&[(200, r#"{"result":[3,1]}"#)]);
+    let (store, fake) = store(&[(200, r#"{"result":[[3,1]]}"#)]);
     let deadline = deadline();
     let id = CheckId::from_u128(7);
     let counts = store
@@ -80,7 +80,7 @@ async fn a_count_is_one_evalsha_with_the_deadline_first() {
     let sent = requests(&fake);
     assert_eq!(sent.len(), 1);
     let cutoff = deadline.cutoff_unix_millis().to_string();
-    let sha = &SCRIPTS.count.sha;
+    let sha = &SCRIPTS.check.sha;
     assert_eq!(
         sent[0],
         json!([
@@ -90,12 +90,14 @@ async fn a_count_is_one_evalsha_with_the_deadline_first() {
             "a",
             "b",
             format!("limit:#{id}"),
+            "c",
+            "2",
             cutoff,
+            "2080",
             "60000",
             "2",
             "60000",
-            "1",
-            "2080"
+            "1"
         ])
     );
 }
@@ -107,7 +109,7 @@ async fn noscript_is_answered_by_one_eval_of_the_text_in_the_same_call() {
             400,
             r#"{"error":"NOSCRIPT No matching script. Please use EVAL."}"#,
         ),
-        (200, r#"{"result":[1,1]}"#),
+        (200, r#"{"result":[[1,1]]}"#),
     ]);
     let reserved = store
         .reserve(&[counter("a", 1, 5)], CheckId::new(), deadline())
@@ -118,7 +120,7 @@ async fn noscript_is_answered_by_one_eval_of_the_text_in_the_same_call() {
     assert_eq!(sent.len(), 2, "{sent:?}");
     assert_eq!(sent[0][0], "EVALSHA");
     assert_eq!(sent[1][0], "EVAL");
-    assert_eq!(sent[1][1], crate::scripts::RESERVE);
+    assert_eq!(sent[1][1], crate::scripts::CHECK);
     assert_eq!(
         sent[0].as_array().unwrap()[2..],
         sent[1].as_array().unwrap()[2..]
@@ -142,7 +144,7 @@ async fn a_second_noscript_is_an_error_not_a_loop() {
 
 #[tokio::test]
 async fn a_deadline_reply_is_a_timeout_and_a_passed_deadline_sends_nothing() {
-    let (store, fake) = store(&[(200, r#"{"result":"DEADLINE"}"#)]);
+    let (store, fake) = store(&[(200, r#"{"result":["DEADLINE"]}"#)]);
     let err = store
         .count(&[counter("a", 1, 5)], CheckId::new(), deadline())
         .await
@@ -166,7 +168,7 @@ async fn a_deadline_reply_is_a_timeout_and_a_passed_deadline_sends_nothing() {
 async fn every_operation_reads_its_reply() {
     let (store, fake) = store(&[
         (200, r#"{"result":[null,"7"]}"#),
-        (200, r#"{"result":[0]}"#),
+        (200, r#"{"result":[[0]]}"#),
         (200, r#"{"result":1}"#),
         (200, r#"{"result":0}"#),
         (200, r#"{"result":1}"#),
@@ -192,9 +194,18 @@ async fn every_operation_reads_its_reply() {
     let cutoff = d.cutoff_unix_millis().to_string();
     assert_eq!(
         sent[1].as_array().unwrap()[2..],
-        json!(["2", "a", format!("limit:#{id}"), cutoff, "3", "2080"])
-            .as_array()
-            .unwrap()[..]
+        json!([
+            "2",
+            "a",
+            format!("limit:#{id}"),
+            "f",
+            "1",
+            cutoff,
+            "2080",
+            "3"
+        ])
+        .as_array()
+        .unwrap()[..]
     );
     assert_eq!(
         sent[3].as_array().unwrap()[2..],
@@ -250,14 +261,21 @@ async fn bad_answers_are_typed_errors_never_counts() {
             r#"{"error":"READONLY You can't write against a read only replica."}"#,
             "busy",
         ),
-        (200, r#"{"result":[1,"#, "invalid-reply"),
-        (200, r#"{"result":[1,2]}"#, "invalid-reply"),
-        (200, "<html>oops</html>", "invalid-reply"),
-        (200, r#"{"result":["1"]}"#, "invalid-reply"),
-        (200, r#"{"result":[-1]}"#, "invalid-reply"),
         (
             200,
-            &format!(r#"{{"result":[{}]}}"#, MAX_COUNT + 1),
+            r#"{"result":["ERR counter is not an integer"]}"#,
+            "invalid-reply",
+        ),
+        (200, r#"{"result":[[1,"#, "invalid-reply"),
+        (200, r#"{"result":[[1,2]]}"#, "invalid-reply"),
+        (200, r#"{"result":[1]}"#, "invalid-reply"),
+        (200, r#"{"result":[[1],[2]]}"#, "invalid-reply"),
+        (200, "<html>oops</html>", "invalid-reply"),
+        (200, r#"{"result":[["1"]]}"#, "invalid-reply"),
+        (200, r#"{"result":[[-1]]}"#, "invalid-reply"),
+        (
+            200,
+            &format!(r#"{{"result":[[{}]]}}"#, MAX_COUNT + 1),
             "invalid-reply",
         ),
         (

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tollgate_core::{Deadline, StoreError};
 
+use crate::batch::Batcher;
 use crate::call::Size;
 use crate::ops::endpoint_store;
 use crate::reply::Reply;
@@ -49,6 +50,7 @@ pub const TOKEN_VAR: &str = "UPSTASH_REDIS_REST_TOKEN";
 #[derive(Clone)]
 pub struct UpstashStore {
     rest: Arc<Rest>,
+    batch: Arc<Batcher<Rest>>,
 }
 
 /// The transport of an [`UpstashStore`]: one HTTP request per command.
@@ -138,17 +140,19 @@ impl UpstashStore {
     }
 
     fn with_http(http: Box<dyn Post>, address: String) -> UpstashStore {
+        let rest = Arc::new(Rest {
+            http,
+            address,
+            refusal_logged: AtomicBool::new(false),
+        });
         UpstashStore {
-            rest: Arc::new(Rest {
-                http,
-                address,
-                refusal_logged: AtomicBool::new(false),
-            }),
+            batch: Arc::new(Batcher::new(Arc::clone(&rest))),
+            rest,
         }
     }
 }
 
-endpoint_store!(UpstashStore, "upstash", rest);
+endpoint_store!(UpstashStore, "upstash", rest, batch);
 
 impl Transport for Rest {
     type Args = Tail;

@@ -1,0 +1,236 @@
+//! [`Batcher`]: the counter calls waiting on one endpoint share a script call.
+//!
+//! A call is sent at once when fewer than [`DEPTH`] script calls are in
+//! flight on the endpoint; otherwise it waits for the next one to end,
+//! and goes with every call that waited with it (at most [`MOST`]), in one
+//! call of [`CHECK`](crate::scripts::CHECK), each with its own deadline,
+//! record and reply. No call waits for a batch to fill: under light load
+//! every batch is one call; under load, batches grow by themselves to what
+//! arrived during one round trip, and the server's per-call work (the
+//! script's dispatch, `TIME`, the reply) is paid once per batch.
+//!
+//! A batch is sent by a task of its own, so a caller that gives up (its
+//! attempt's timer) drops its wait and nobody else's. The task waits for
+//! the reply at most until the latest deadline among its calls; a call
+//! whose caller gave up, or whose deadline passed, before its batch left
+//! is not sent.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use tollgate_core::{Counter, Deadline, StoreError};
+use tracing::instrument::WithSubscriber;
+
+use crate::call::Counters;
+use crate::record::Record;
+use crate::reply::{self, Reply};
+use crate::scripts::SCRIPTS;
+use crate::transport::{Transport, eval};
+
+/// Script calls in flight at once on one endpoint: two, so that the server
+/// has the next batch to run while the reply to the last one travels back.
+pub(crate) const DEPTH: usize = 2;
+
+/// The most calls in one batch: a bound on one script's run (a few
+/// hundred microseconds), not on throughput.
+pub(crate) const MOST: usize = 64;
+
+/// Batches the counter calls of one endpoint store (its route is `()`).
+pub(crate) struct Batcher<T> {
+    shared: Arc<Shared<T>>,
+}
+
+struct Shared<T> {
+    transport: Arc<T>,
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Member>,
+    /// Tasks sending batches.
+    sending: usize,
+}
+
+/// One call in a batch.
+struct Member {
+    op: Counters,
+    counters: Vec<Counter>,
+    record: Record,
+    deadline: Deadline,
+    reply: oneshot::Sender<Result<Reply, StoreError>>,
+}
+
+impl<T: Transport<Route = ()>> Batcher<T> {
+    /// A batcher sending through `transport`.
+    pub(crate) fn new(transport: Arc<T>) -> Batcher<T> {
+        Batcher {
+            shared: Arc::new(Shared {
+                transport,
+                queue: Mutex::default(),
+            }),
+        }
+    }
+
+    /// Runs `op` on `counters`, recorded as `record`: the call's own reply
+    /// (read by [`reply::script_result`]), sent alone or with the calls
+    /// waiting beside it.
+    pub(crate) async fn call(
+        &self,
+        op: Counters,
+        counters: &[Counter],
+        record: Record,
+        deadline: Deadline,
+    ) -> Result<Reply, StoreError> {
+        let started = Instant::now();
+        if deadline.has_passed() {
+            return Err(StoreError::Timeout(Duration::ZERO));
+        }
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| StoreError::Backend("tollgate-redis needs a tokio runtime".into()))?;
+        let (reply, answer) = oneshot::channel();
+        let member = Member {
+            op,
+            counters: counters.to_vec(),
+            record,
+            deadline,
+            reply,
+        };
+        let batch = {
+            let mut queue = lock(&self.shared.queue);
+            queue.waiting.push(member);
+            (queue.sending < DEPTH).then(|| {
+                queue.sending += 1;
+                queue.take()
+            })
+        };
+        if let Some(batch) = batch {
+            let sender = Sender {
+                shared: Arc::clone(&self.shared),
+                armed: true,
+            };
+            // Logs of the batch go where the caller's go.
+            runtime.spawn(sender.run(batch).with_current_subscriber());
+        }
+        match answer.await {
+            Ok(result) => reply::script_result(result?, started.elapsed()),
+            Err(_) => Err(StoreError::Connection(
+                "the batch carrying the call ended without its reply".into(),
+            )),
+        }
+    }
+}
+
+impl Queue {
+    /// The next batch: the calls that waited longest, at most [`MOST`].
+    fn take(&mut self) -> Vec<Member> {
+        if self.waiting.len() <= MOST {
+            std::mem::take(&mut self.waiting)
+        } else {
+            self.waiting.drain(..MOST).collect()
+        }
+    }
+}
+
+/// A task sending batches until none waits. Dropped without finishing (its
+/// runtime shut down), it still frees its place, so that the next call
+/// sends.
+struct Sender<T> {
+    shared: Arc<Shared<T>>,
+    armed: bool,
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        if self.armed {
+            lock(&self.shared.queue).sending -= 1;
+        }
+    }
+}
+
+impl<T: Transport<Route = ()>> Sender<T> {
+    async fn run(mut self, mut batch: Vec<Member>) {
+        loop {
+            send(&*self.shared.transport, batch).await;
+            let mut queue = lock(&self.shared.queue);
+            if queue.waiting.is_empty() {
+                queue.sending -= 1;
+                self.armed = false;
+                return;
+            }
+            batch = queue.take();
+        }
+    }
+}
+
+/// Sends one batch and hands each call its reply.
+async fn send<T: Transport<Route = ()>>(transport: &T, batch: Vec<Member>) {
+    let started = Instant::now();
+    let mut members = Vec::with_capacity(batch.len());
+    for member in batch {
+        if member.deadline.has_passed() {
+            let _ = member.reply.send(Err(StoreError::Timeout(Duration::ZERO)));
+        } else if !member.reply.is_closed() {
+            members.push(member);
+        }
+    }
+    let Some(latest) = members
+        .iter()
+        .map(|m| m.deadline)
+        .max_by_key(Deadline::instant)
+    else {
+        return;
+    };
+    let script = &SCRIPTS.check;
+    let size = members
+        .iter()
+        .map(|m| m.op.size(m.counters.iter(), &m.record))
+        .reduce(|a, b| a + b);
+    let mut args = transport.args(script, size.unwrap_or_default());
+    for m in &members {
+        m.op.write_keys(&mut args, &m.counters, &m.record);
+    }
+    for m in &members {
+        let cutoff = m.deadline.cutoff_unix_millis();
+        m.op.write_args(&mut args, &m.counters, cutoff, &m.record);
+    }
+    let mut route = ();
+    let sent = eval(transport, script, args, &mut route, latest);
+    let answer = match tokio::time::timeout(latest.remaining(), sent).await {
+        Ok(answer) => answer.and_then(|answer| reply::calls(answer, members.len())),
+        Err(_) => Err(StoreError::Timeout(started.elapsed())),
+    };
+    match answer {
+        Ok(replies) => {
+            for (member, reply) in members.into_iter().zip(replies) {
+                let _ = member.reply.send(Ok(reply));
+            }
+        }
+        Err(err) => {
+            for member in members {
+                let _ = member.reply.send(Err(copy(&err)));
+            }
+        }
+    }
+}
+
+/// The same failure again, for another call of the batch it ended.
+fn copy(err: &StoreError) -> StoreError {
+    match err {
+        StoreError::Connection(source) => StoreError::Connection(source.to_string().into()),
+        StoreError::Timeout(after) => StoreError::Timeout(*after),
+        StoreError::Busy(source) => StoreError::Busy(source.to_string().into()),
+        StoreError::InvalidReply(text) => StoreError::InvalidReply(text.clone()),
+        StoreError::Backend(source) => StoreError::Backend(source.to_string().into()),
+        StoreError::Open => StoreError::Open,
+        other => StoreError::Backend(other.to_string().into()),
+    }
+}
+
+fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
+    // The queue holds plain values, consistent even after a panic elsewhere.
+    queue
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
