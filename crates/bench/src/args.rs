@@ -28,7 +28,7 @@ pub(crate) struct Args {
     /// Seconds of warm-up before the first round (not measured).
     #[arg(long, default_value_t = 1.0)]
     pub(crate) warmup: f64,
-    /// Rounds per side; the sides alternate A B A B.
+    /// Rounds per side; the sides alternate A B C A B C.
     #[arg(long, default_value_t = 5)]
     pub(crate) rounds: u32,
     /// How each check spends budget.
@@ -48,6 +48,9 @@ pub(crate) struct Args {
     /// Skip the raw ceiling (Redis only).
     #[arg(long)]
     pub(crate) no_raw: bool,
+    /// Skip the seed, the hand-written true ceiling (Redis only).
+    #[arg(long)]
+    pub(crate) no_seed: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub(crate) json: bool,

@@ -1,10 +1,12 @@
 //! `tollgate-bench`: closed-loop load against a tollgate store and, for
-//! Redis, against the raw ceiling of the same work in the same run.
+//! Redis, against the raw ceiling (the same scripts without tollgate) and
+//! the seed (the cheapest hand-written calls) of the same work in the same run.
 
 mod args;
 mod chart;
 mod load;
 mod report;
+mod seed;
 mod server;
 mod sides;
 
@@ -17,8 +19,9 @@ use clap::Parser;
 use tollgate::Limiter;
 
 use args::{Args, Flavor, Mode};
-use load::Keys;
+use load::{Keys, Side};
 use report::{Report, Round};
+use seed::Seed;
 use sides::{Raw, Tollgate, Workload};
 
 fn main() -> ExitCode {
@@ -50,7 +53,8 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
         hot: args.hot,
     };
     let tollgate = tollgate_side(&args, work.clone())?;
-    let raw = raw_side(&args, work).await?;
+    let raw = raw_side(&args, work.clone()).await?;
+    let seed = seed_side(&args, work).await?;
     let duration = Duration::from_secs_f64(args.duration.max(0.0));
     let warmup = Duration::from_secs_f64(args.warmup.max(0.0));
 
@@ -59,31 +63,41 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
         if let Some(raw) = &raw {
             load::run(raw, args.concurrency, warmup, keys).await;
         }
+        if let Some(seed) = &seed {
+            load::run(seed, args.concurrency, warmup, keys).await;
+        }
     }
-    let server = match &raw {
-        Some(_) => server::Server::find(&args.store).await,
-        None => None,
+    let server = if raw.is_some() || seed.is_some() {
+        server::Server::find(&args.store).await
+    } else {
+        None
+    };
+    let run = Run {
+        server: server.as_ref(),
+        concurrency: args.concurrency,
+        duration,
+        keys,
     };
     let mut rounds = Vec::new();
     for _ in 0..args.rounds.max(1) {
-        let cpu = server.as_ref().map(server::Server::cpu_ticks);
-        let sample = load::run(&tollgate, args.concurrency, duration, keys).await;
-        let ticks = server::since(server.as_ref(), cpu);
-        rounds.push(Round::new("tollgate", &sample, ticks));
+        rounds.push(run.round("tollgate", &tollgate).await);
         if let Some(raw) = &raw {
-            let cpu = server.as_ref().map(server::Server::cpu_ticks);
-            let sample = load::run(raw, args.concurrency, duration, keys).await;
-            let ticks = server::since(server.as_ref(), cpu);
-            rounds.push(Round::new("raw", &sample, ticks));
+            rounds.push(run.round("raw", raw).await);
+        }
+        if let Some(seed) = &seed {
+            rounds.push(run.round("seed", seed).await);
         }
     }
     let report = Report {
         store: scheme(&args.store).to_owned(),
-        setup: setup(&args, raw.is_some()).await,
+        setup: setup(&args, raw.is_some(), seed.is_some()).await,
         rounds,
         ratio_checks_per_sec: None,
         paired_ratio: None,
         ratio_p99: None,
+        ratio_seed_checks_per_sec: None,
+        paired_ratio_seed: None,
+        ratio_seed_p99: None,
     }
     .finish();
     if args.json {
@@ -95,6 +109,25 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
         sweep(&args, path, keys, duration).await?;
     }
     Ok(())
+}
+
+/// How every measured round runs.
+struct Run<'a> {
+    /// The local redis-server, whose CPU time each round reads.
+    server: Option<&'a server::Server>,
+    concurrency: usize,
+    duration: Duration,
+    keys: Keys,
+}
+
+impl Run<'_> {
+    /// One measured round of `side`, named `name`, with the server's CPU
+    /// time during it.
+    async fn round<S: Side>(&self, name: &'static str, side: &S) -> Round {
+        let cpu = self.server.map(server::Server::cpu_ticks);
+        let sample = load::run(side, self.concurrency, self.duration, self.keys).await;
+        Round::new(name, &sample, server::since(self.server, cpu))
+    }
 }
 
 fn scheme(url: &str) -> &str {
@@ -129,17 +162,23 @@ async fn raw_side(args: &Args, work: Workload) -> Result<Option<Raw>, Box<dyn Er
         return Ok(None);
     }
     let client = redis::Client::open(args.store.as_str())?;
-    let [count, reserve, refund] = Raw::scripts();
     Ok(Some(Raw {
         connection: client.get_multiplexed_async_connection().await?,
         work,
-        count,
-        reserve,
-        refund,
+        check: Raw::script(),
     }))
 }
 
-async fn setup(args: &Args, raw: bool) -> serde_json::Value {
+/// The seed, for a Redis store unless `--no-seed`.
+async fn seed_side(args: &Args, work: Workload) -> Result<Option<Seed>, Box<dyn Error>> {
+    if args.no_seed || !scheme(&args.store).starts_with("redis") {
+        return Ok(None);
+    }
+    let client = redis::Client::open(args.store.as_str())?;
+    Ok(Some(Seed::open(&client, work).await?))
+}
+
+async fn setup(args: &Args, raw: bool, seed: bool) -> serde_json::Value {
     let workers = match args.runtime {
         Flavor::Multi => std::thread::available_parallelism().map_or(1, |n| n.get()),
         Flavor::Current => 1,
@@ -156,9 +195,19 @@ async fn setup(args: &Args, raw: bool) -> serde_json::Value {
         "rounds": args.rounds,
         "runtime": args.runtime,
         "worker_threads": workers,
-        "connections": if raw { "1 multiplexed each (tollgate, raw)" } else { "store default" },
-        "redis_version": if raw { server::info(&args.store, "redis_version").await } else { None },
+        "connections": connections(raw, seed),
+        "redis_version": if raw || seed { server::info(&args.store, "redis_version").await } else { None },
     })
+}
+
+/// The connections of the sides, for the setup line.
+fn connections(raw: bool, seed: bool) -> &'static str {
+    match (raw, seed) {
+        (true, true) => "1 multiplexed each (tollgate, raw, seed)",
+        (true, false) => "1 multiplexed each (tollgate, raw)",
+        (false, true) => "1 multiplexed each (tollgate, seed)",
+        (false, false) => "store default",
+    }
 }
 
 /// Latency against concurrency for 1 and 4 limits (tollgate, and the raw

@@ -7,7 +7,7 @@ use crate::load::Sample;
 /// One measured round of one side.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Round {
-    /// `tollgate` or `raw`.
+    /// `tollgate`, `raw` or `seed`.
     pub(crate) side: &'static str,
     /// Successful checks per second.
     pub(crate) checks_per_sec: f64,
@@ -67,7 +67,17 @@ pub(crate) struct Report {
     pub(crate) paired_ratio: Option<Spread>,
     /// Median tollgate p99 over median raw p99 (lower is better).
     pub(crate) ratio_p99: Option<f64>,
+    /// Median tollgate checks/s over median seed checks/s.
+    pub(crate) ratio_seed_checks_per_sec: Option<f64>,
+    /// Each round's tollgate checks/s over the seed round of the same
+    /// turn (A B C): median, lowest and highest.
+    pub(crate) paired_ratio_seed: Option<Spread>,
+    /// Median tollgate p99 over median seed p99 (lower is better).
+    pub(crate) ratio_seed_p99: Option<f64>,
 }
+
+/// The sides, in the order they run.
+const SIDES: [&str; 3] = ["tollgate", "raw", "seed"];
 
 /// The median of some values and their range.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -110,25 +120,40 @@ impl Report {
         )
     }
 
+    /// Median tollgate `field` over median `other` `field`.
+    fn ratio(&self, other: &str, field: fn(&Round) -> f64) -> Option<f64> {
+        self.side("tollgate", field)
+            .zip(self.side(other, field))
+            .map(|(a, b)| a / b)
+    }
+
+    /// Each tollgate round's checks/s over that of the first `other` round
+    /// after it and before the next tollgate round (its turn).
+    fn paired(&self, other: &str) -> Option<Spread> {
+        let mut tollgate = None;
+        let mut pairs = Vec::new();
+        for r in &self.rounds {
+            if r.side == "tollgate" {
+                tollgate = Some(r.checks_per_sec);
+            } else if r.side == other
+                && let Some(rate) = tollgate.take()
+            {
+                pairs.push(rate / r.checks_per_sec.max(1e-9));
+            }
+        }
+        Spread::of(pairs)
+    }
+
     /// Fills the ratios from the rounds.
     pub(crate) fn finish(mut self) -> Report {
         let rate = |r: &Round| r.checks_per_sec;
         let p99 = |r: &Round| r.p99_ms;
-        self.ratio_checks_per_sec = self
-            .side("tollgate", rate)
-            .zip(self.side("raw", rate))
-            .map(|(a, b)| a / b);
-        self.ratio_p99 = self
-            .side("tollgate", p99)
-            .zip(self.side("raw", p99))
-            .map(|(a, b)| a / b);
-        let pairs = self
-            .rounds
-            .windows(2)
-            .filter(|w| w[0].side == "tollgate" && w[1].side == "raw")
-            .map(|w| w[0].checks_per_sec / w[1].checks_per_sec.max(1e-9))
-            .collect();
-        self.paired_ratio = Spread::of(pairs);
+        self.ratio_checks_per_sec = self.ratio("raw", rate);
+        self.ratio_p99 = self.ratio("raw", p99);
+        self.paired_ratio = self.paired("raw");
+        self.ratio_seed_checks_per_sec = self.ratio("seed", rate);
+        self.ratio_seed_p99 = self.ratio("seed", p99);
+        self.paired_ratio_seed = self.paired("seed");
         self
     }
 
@@ -158,7 +183,7 @@ impl Report {
                 cpu
             ));
         }
-        for side in ["tollgate", "raw"] {
+        for side in SIDES {
             if let (Some(rate), Some(p99)) = (
                 self.side(side, |r| r.checks_per_sec),
                 self.side(side, |r| r.p99_ms),
@@ -168,19 +193,37 @@ impl Report {
                 ));
             }
         }
-        match (self.ratio_checks_per_sec, self.ratio_p99) {
-            (Some(rate), Some(p99)) => out.push_str(&format!(
-                "tollgate / raw: checks/s {rate:.3}, p99 {p99:.3}\n"
-            )),
-            _ => out.push_str("tollgate / raw: no raw ceiling for this store\n"),
+        let ceilings = [
+            (
+                "raw",
+                self.ratio_checks_per_sec,
+                self.ratio_p99,
+                self.paired_ratio,
+            ),
+            (
+                "seed",
+                self.ratio_seed_checks_per_sec,
+                self.ratio_seed_p99,
+                self.paired_ratio_seed,
+            ),
+        ];
+        for (side, rate, p99, pairs) in ceilings {
+            match (rate, p99) {
+                (Some(rate), Some(p99)) => out.push_str(&format!(
+                    "tollgate / {side}: checks/s {rate:.3}, p99 {p99:.3}\n"
+                )),
+                _ => out.push_str(&format!(
+                    "tollgate / {side}: no {side} ceiling in this run\n"
+                )),
+            }
+            if let Some(pairs) = pairs {
+                out.push_str(&format!(
+                    "tollgate / {side}, round by round: median {:.3}, spread {:.3} to {:.3}\n",
+                    pairs.median, pairs.min, pairs.max
+                ));
+            }
         }
-        if let Some(pairs) = self.paired_ratio {
-            out.push_str(&format!(
-                "tollgate / raw, round by round: median {:.3}, spread {:.3} to {:.3}\n",
-                pairs.median, pairs.min, pairs.max
-            ));
-        }
-        for side in ["tollgate", "raw"] {
+        for side in SIDES {
             let cpu = median(
                 self.rounds
                     .iter()
@@ -195,5 +238,100 @@ impl Report {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(side: &'static str, checks_per_sec: f64, cpu: f64) -> Round {
+        Round {
+            side,
+            checks_per_sec,
+            p50_ms: 1.0,
+            p99_ms: checks_per_sec / 1_000.0,
+            p999_ms: 10.0,
+            errors: 0,
+            refused: 0,
+            round_trips_per_refused: None,
+            server_cpu_us_per_check: Some(cpu),
+        }
+    }
+
+    fn report(rounds: Vec<Round>) -> Report {
+        Report {
+            store: "redis".to_owned(),
+            setup: serde_json::Value::Null,
+            rounds,
+            ratio_checks_per_sec: None,
+            paired_ratio: None,
+            ratio_p99: None,
+            ratio_seed_checks_per_sec: None,
+            paired_ratio_seed: None,
+            ratio_seed_p99: None,
+        }
+        .finish()
+    }
+
+    #[test]
+    fn seed_ratio_pairs_each_tollgate_round_with_the_seed_round_of_its_turn() {
+        let report = report(vec![
+            round("tollgate", 1_000.0, 30.0),
+            round("raw", 2_000.0, 20.0),
+            round("seed", 4_000.0, 10.0),
+            round("tollgate", 1_500.0, 31.0),
+            round("raw", 2_000.0, 21.0),
+            round("seed", 2_000.0, 11.0),
+        ]);
+        // Medians: tollgate 1,250, raw 2,000, seed 3,000.
+        assert_eq!(report.ratio_checks_per_sec, Some(0.625));
+        assert_eq!(report.ratio_seed_checks_per_sec, Some(1_250.0 / 3_000.0));
+        assert_eq!(report.ratio_seed_p99, Some(1.25 / 3.0));
+        // Round by round: 1,000 / 4,000 and 1,500 / 2,000.
+        let seed = report.paired_ratio_seed.map(|s| (s.median, s.min, s.max));
+        assert_eq!(seed, Some((0.5, 0.25, 0.75)));
+        let raw = report.paired_ratio.map(|s| (s.median, s.min, s.max));
+        assert_eq!(raw, Some((0.625, 0.5, 0.75)));
+
+        let table = report.table();
+        assert!(
+            table.contains("tollgate / seed: checks/s 0.417, p99 0.417\n"),
+            "{table}"
+        );
+        assert!(
+            table
+                .contains("tollgate / seed, round by round: median 0.500, spread 0.250 to 0.750\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains("tollgate / raw: checks/s 0.625, p99 0.625\n"),
+            "{table}"
+        );
+        for (side, cpu) in [("tollgate", "30.50"), ("raw", "20.50"), ("seed", "10.50")] {
+            let line = format!("median server CPU per check, {side}: {cpu} µs\n");
+            assert!(table.contains(&line), "{table}");
+        }
+        let json = serde_json::to_value(&report).map_err(|e| e.to_string());
+        assert_eq!(
+            json.map(|j| j["paired_ratio_seed"]["median"].as_f64()),
+            Ok(Some(0.5))
+        );
+    }
+
+    #[test]
+    fn without_a_seed_the_table_says_so() {
+        let report = report(vec![
+            round("tollgate", 1_000.0, 30.0),
+            round("raw", 2_000.0, 20.0),
+        ]);
+        assert_eq!(report.ratio_seed_checks_per_sec, None);
+        assert!(report.paired_ratio_seed.is_none());
+        let table = report.table();
+        assert!(
+            table.contains("tollgate / seed: no seed ceiling in this run\n"),
+            "{table}"
+        );
+        assert!(!table.contains("seed, round by round"), "{table}");
     }
 }

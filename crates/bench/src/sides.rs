@@ -1,5 +1,6 @@
-//! The two sides: tollgate through its `Limiter`, and the raw ceiling with
-//! the `redis` crate alone, sending the same scripts.
+//! Two of the sides: tollgate through its `Limiter`, and the raw ceiling
+//! with the `redis` crate alone, sending the same scripts (the third, the
+//! seed, is in `seed.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,7 +68,7 @@ impl Workload {
     /// Who one check of the load generator's `principal` is for: the
     /// principal itself, or in the attack workload an attacker or a new
     /// visitor.
-    fn who(&self, principal: u64) -> String {
+    pub(crate) fn who(&self, principal: u64) -> String {
         match self.attack {
             None => principal.to_string(),
             Some(share) => {
@@ -84,9 +85,9 @@ impl Workload {
     }
 
     /// The limits of one check for `who`, each of the workload's cost (as an
-    /// application builds them per request; the raw side takes its keys
-    /// from them too).
-    fn limits(&self, who: &str) -> Result<Vec<Limit>, tollgate::Error> {
+    /// application builds them per request; the raw and seed sides take
+    /// their keys from them too).
+    pub(crate) fn limits(&self, who: &str) -> Result<Vec<Limit>, tollgate::Error> {
         let site = "docs";
         self.rules
             .iter()
@@ -150,21 +151,46 @@ impl Side for Tollgate {
     }
 }
 
-/// The raw ceiling: the same keys and the same scripts, with the `redis`
-/// crate alone over one multiplexed connection.
+/// The raw ceiling: the same keys and the same script, with the `redis`
+/// crate alone over one multiplexed connection, one script call per check.
 #[derive(Clone)]
 pub(crate) struct Raw {
     pub(crate) connection: redis::aio::MultiplexedConnection,
     pub(crate) work: Workload,
-    pub(crate) count: Arc<redis::Script>,
-    pub(crate) reserve: Arc<redis::Script>,
-    pub(crate) refund: Arc<redis::Script>,
+    pub(crate) check: Arc<redis::Script>,
 }
 
 impl Raw {
-    /// The scripts, ready to send.
-    pub(crate) fn scripts() -> [Arc<redis::Script>; 3] {
-        [scripts::COUNT, scripts::RESERVE, scripts::REFUND].map(|s| Arc::new(redis::Script::new(s)))
+    /// The script, ready to send.
+    pub(crate) fn script() -> Arc<redis::Script> {
+        Arc::new(redis::Script::new(scripts::CHECK))
+    }
+
+    /// One call of the script: `op` on `keys`, recorded, each counter's
+    /// arguments written by `each`; the call's own reply.
+    async fn call(
+        &self,
+        op: &str,
+        keys: &[String],
+        each: impl Fn(&mut redis::ScriptInvocation<'_>, usize),
+    ) -> Option<Vec<i64>> {
+        // The same deadline check as a store call, with a cutoff so far off
+        // (10 s) that a loaded machine never turns it into an error: the
+        // raw side has no retries to fall back on.
+        let cutoff = Deadline::after(std::time::Duration::from_secs(10)).cutoff_unix_millis();
+        let mut call = self.check.prepare_invoke();
+        for key in keys {
+            call.key(key);
+        }
+        call.key(record());
+        call.arg(op).arg(keys.len()).arg(cutoff).arg(RECORD_MS);
+        for i in 0..keys.len() {
+            each(&mut call, i);
+        }
+        let mut connection = self.connection.clone();
+        let replies: redis::RedisResult<Vec<Vec<i64>>> = call.invoke_async(&mut connection).await;
+        let mut replies = replies.ok()?;
+        replies.pop().filter(|_| replies.is_empty())
     }
 }
 
@@ -173,10 +199,6 @@ impl Side for Raw {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        // The same deadline check as a store call, with a cutoff so far off
-        // (10 s) that a loaded machine never turns it into an error: the
-        // raw side has no retries to fall back on.
-        let cutoff = Deadline::after(std::time::Duration::from_secs(10)).cutoff_unix_millis();
         let Ok(limits) = self.work.limits(&self.work.who(principal)) else {
             return Outcome::Error;
         };
@@ -185,53 +207,45 @@ impl Side for Raw {
             .map(|l| l.counter_key(l.rule().window().index(now)))
             .collect();
         let cost = self.work.cost;
-        let mut connection = self.connection.clone();
-        let ttls = self.work.rules.iter().map(|r| r.window().secs() * 1_000);
+        let rules = &self.work.rules;
+        let ttl = |i: usize| rules.get(i).map_or(0, |r| r.window().secs() * 1_000);
+        let max = |i: usize| rules.get(i).map_or(0, Rule::max);
         match self.work.mode {
             Mode::Count => {
-                let mut call = self.count.prepare_invoke();
-                call.arg(cutoff);
-                for (key, ttl) in keys.iter().zip(ttls) {
-                    call.key(key).arg(ttl).arg(cost);
-                }
-                call.key(record()).arg(RECORD_MS);
-                let reply: redis::RedisResult<Vec<i64>> = call.invoke_async(&mut connection).await;
+                let reply = self
+                    .call("c", &keys, |call, i| {
+                        call.arg(ttl(i)).arg(cost);
+                    })
+                    .await;
                 match reply {
-                    Ok(counts)
-                        if counts
-                            .iter()
-                            .zip(self.work.rules.iter())
-                            .all(|(&c, r)| c as u64 <= r.max()) =>
-                    {
+                    Some(counts) if counts.iter().enumerate().all(|(i, &c)| c as u64 <= max(i)) => {
                         Outcome::Allowed
                     }
-                    Ok(_) => Outcome::Refused,
-                    Err(_) => Outcome::Error,
+                    Some(_) => Outcome::Refused,
+                    None => Outcome::Error,
                 }
             }
             Mode::Reserve | Mode::Settle => {
-                let mut call = self.reserve.prepare_invoke();
-                call.arg(cutoff);
-                for ((key, ttl), rule) in keys.iter().zip(ttls).zip(self.work.rules.iter()) {
-                    call.key(key).arg(ttl).arg(cost).arg(rule.max());
-                }
-                call.key(record()).arg(RECORD_MS);
-                let reply: redis::RedisResult<Vec<i64>> = call.invoke_async(&mut connection).await;
+                let reply = self
+                    .call("r", &keys, |call, i| {
+                        call.arg(ttl(i)).arg(cost).arg(max(i));
+                    })
+                    .await;
                 match reply {
-                    Ok(r) if r.first() == Some(&1) => {}
-                    Ok(_) => return Outcome::Refused,
-                    Err(_) => return Outcome::Error,
+                    Some(r) if r.first() == Some(&1) => {}
+                    Some(_) => return Outcome::Refused,
+                    None => return Outcome::Error,
                 }
-                if self.work.mode == Mode::Settle {
-                    let mut call = self.refund.prepare_invoke();
-                    call.arg(cutoff);
-                    if let Some(key) = keys.first() {
-                        call.key(key).arg(cost - cost.div_ceil(2));
-                    }
-                    call.key(record()).arg(RECORD_MS);
-                    let reply: redis::RedisResult<Vec<i64>> =
-                        call.invoke_async(&mut connection).await;
-                    if reply.is_err() {
+                let back = cost - cost.div_ceil(2);
+                if self.work.mode == Mode::Settle && back > 0 {
+                    // As the limiter settles: nothing to send for nothing back.
+                    let first = &keys[..keys.len().min(1)];
+                    let reply = self
+                        .call("f", first, |call, _| {
+                            call.arg(back);
+                        })
+                        .await;
+                    if reply.is_none() {
                         return Outcome::Error;
                     }
                 }
@@ -242,7 +256,7 @@ impl Side for Raw {
 }
 
 /// The record of a raw call, as a store names it (`RECORD_PREFIX`, then
-/// the call's id): the scripts record every call they apply.
+/// the call's id): the script records every call it applies.
 fn record() -> String {
     format!("{}{}", tollgate::redis::RECORD_PREFIX, CheckId::new())
 }

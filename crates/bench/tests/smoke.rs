@@ -65,18 +65,16 @@ fn memory_store_smoke_run_reports_checks() {
 }
 
 #[test]
-fn redis_smoke_run_compares_with_the_raw_ceiling() {
+fn redis_smoke_run_compares_with_the_raw_and_seed_ceilings() {
     let server = RedisServer::start();
     for mode in ["count", "reserve"] {
         let report = bench(&["--store", &server.url(), "--limits", "4", "--mode", mode]);
-        assert!(
-            rate(&report, "tollgate") > 0.0 && rate(&report, "raw") > 0.0,
-            "{report}"
-        );
-        assert!(
-            report["ratio_checks_per_sec"].as_f64().is_some(),
-            "{report}"
-        );
+        for side in ["tollgate", "raw", "seed"] {
+            assert!(rate(&report, side) > 0.0, "{side}: {report}");
+        }
+        for ratio in ["ratio_checks_per_sec", "ratio_seed_checks_per_sec"] {
+            assert!(report[ratio].as_f64().is_some(), "{ratio}: {report}");
+        }
     }
 }
 
@@ -111,10 +109,9 @@ fn redis_attack_and_settle_runs_report_refusals_and_refunds() {
         "--cost",
         "8",
     ]);
-    assert!(
-        rate(&settle, "tollgate") > 0.0 && rate(&settle, "raw") > 0.0,
-        "{settle}"
-    );
+    for side in ["tollgate", "raw", "seed"] {
+        assert!(rate(&settle, side) > 0.0, "{side}: {settle}");
+    }
 }
 
 #[test]
