@@ -12,6 +12,9 @@
 //! connection (`MULTI`, `WATCH`, `CLIENT`, the blocking pops, `XREAD …
 //! BLOCK`), and publish/subscribe.
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
 use crate::command::Command;
 
 /// The commands callers may send, in upper case; `NAME|SUB` allows one
@@ -211,42 +214,85 @@ pub const COMMANDS: &[&str] = &[
 /// directly, and scripts cannot call them.
 const PROXY_OWN: &[&str] = &["MULTI", "EXEC", "DISCARD", "SCRIPT|KILL"];
 
+/// How much of a command the list allows.
+enum Listed {
+    /// All of it.
+    Whole,
+    /// These subcommands, in upper case.
+    Only(Vec<&'static str>),
+}
+
+/// [`COMMANDS`] by name, built on first use.
+static LISTED: LazyLock<HashMap<&'static str, Listed>> = LazyLock::new(|| {
+    let mut listed = HashMap::with_capacity(COMMANDS.len());
+    for command in COMMANDS {
+        match command.split_once('|') {
+            Some((container, sub)) => {
+                let entry = listed
+                    .entry(container)
+                    .or_insert_with(|| Listed::Only(Vec::new()));
+                if let Listed::Only(subs) = entry {
+                    subs.push(sub);
+                }
+            }
+            None => {
+                listed.insert(*command, Listed::Whole);
+            }
+        }
+    }
+    listed
+});
+
+/// The longest command name looked up; no listed name is longer.
+const MAX_NAME: usize = 32;
+
 /// Why the proxy refuses to send `command`, in an Upstash-shaped error
 /// text, or `None` when it is on the list.
 pub(crate) fn refusal(command: &Command) -> Option<String> {
-    let name = command.name();
-    let sub = command
-        .args()
-        .first()
-        .map(|sub| String::from_utf8_lossy(sub).to_ascii_uppercase());
-    let listed = COMMANDS
-        .iter()
-        .any(|allowed| match allowed.split_once('|') {
-            Some((container, only)) => container == name && sub.as_deref() == Some(only),
-            None => *allowed == name,
-        });
-    if !listed {
-        let shown = match (
-            &sub,
-            COMMANDS.iter().any(|a| a.starts_with(&format!("{name}|"))),
-        ) {
-            (Some(sub), true) => format!("{name} {sub}"),
+    let mut buffer = [0; MAX_NAME];
+    let listed = command
+        .arg(0)
+        .and_then(|name| upper(name, &mut buffer))
+        .and_then(|name| LISTED.get(name));
+    let allowed = match listed {
+        Some(Listed::Whole) => true,
+        Some(Listed::Only(subs)) => command
+            .arg(1)
+            .is_some_and(|sub| subs.iter().any(|s| sub.eq_ignore_ascii_case(s.as_bytes()))),
+        None => false,
+    };
+    if !allowed {
+        let name = command.name();
+        let shown = match (listed, command.arg(1)) {
+            (Some(Listed::Only(_)), Some(sub)) => {
+                format!(
+                    "{name} {}",
+                    String::from_utf8_lossy(sub).to_ascii_uppercase()
+                )
+            }
             _ => name,
         };
         return Some(format!(
             "ERR command is not allowed: {shown} is not on tollgate-rest-proxy's allow-list"
         ));
     }
-    let blocking_read = (name == "XREAD" || name == "XREADGROUP")
-        && command
-            .args()
-            .iter()
-            .any(|a| a.eq_ignore_ascii_case(b"BLOCK"));
+    let blocking_read = (command.is("XREAD") || command.is("XREADGROUP"))
+        && command.args().any(|a| a.eq_ignore_ascii_case(b"BLOCK"));
     blocking_read.then(|| {
         format!(
-            "ERR command is not allowed: {name} BLOCK would block a connection other callers share"
+            "ERR command is not allowed: {} BLOCK would block a connection other callers share",
+            command.name()
         )
     })
+}
+
+/// `name` in upper case, in `buffer`; `None` when it is longer than the
+/// buffer or not UTF-8 (then it is on no list).
+fn upper<'b>(name: &[u8], buffer: &'b mut [u8; MAX_NAME]) -> Option<&'b str> {
+    let upper = buffer.get_mut(..name.len())?;
+    upper.copy_from_slice(name);
+    upper.make_ascii_uppercase();
+    std::str::from_utf8(upper).ok()
 }
 
 /// The rules of `ACL SETUSER <name> …` for the proxy's Redis user, without
@@ -298,6 +344,16 @@ mod tests {
     }
 
     #[test]
+    fn every_listed_command_passes() {
+        for listed in COMMANDS {
+            let args: Vec<&str> = listed.split('|').collect();
+            assert_eq!(refused(json!(args)), None, "{listed}");
+            let lower: Vec<String> = args.iter().map(|a| a.to_ascii_lowercase()).collect();
+            assert_eq!(refused(json!(lower)), None, "{listed}");
+        }
+    }
+
+    #[test]
     fn administration_and_connection_state_are_refused() {
         for bad in [
             json!(["flushall"]),
@@ -334,6 +390,19 @@ mod tests {
             refused(json!(["script", "flush"])).as_deref(),
             Some(
                 "ERR command is not allowed: SCRIPT FLUSH is not on tollgate-rest-proxy's allow-list"
+            )
+        );
+        assert_eq!(
+            refused(json!(["xgroup"])).as_deref(),
+            Some("ERR command is not allowed: XGROUP is not on tollgate-rest-proxy's allow-list")
+        );
+        let long = "G".repeat(MAX_NAME + 1);
+        assert!(refused(json!([long])).is_some_and(|why| why.contains(&long)));
+        assert_eq!(
+            refused(json!(["xreadgroup", "group", "g", "c", "block", 1])).as_deref(),
+            Some(
+                "ERR command is not allowed: XREADGROUP BLOCK would block a connection other \
+                 callers share"
             )
         );
     }

@@ -1,12 +1,17 @@
-//! Commands as callers send them: JSON arrays, or URL paths, into Redis arguments.
+//! Commands as callers send them: JSON arrays, or URL paths, into Redis
+//! commands. A [`Command`] holds its arguments in one [`redis::Cmd`] (one
+//! buffer, whatever the number of arguments), which is what is sent.
+
+use std::fmt;
 
 use percent_encoding::percent_decode_str;
+use redis::{Arg, Cmd};
 use serde_json::Value as Json;
 
 /// One Redis command: its name and arguments, as bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) struct Command {
-    args: Vec<Vec<u8>>,
+    cmd: Cmd,
 }
 
 /// Why a request does not hold a command: the text for its 400.
@@ -14,33 +19,37 @@ pub(crate) struct Command {
 #[error("ERR {0}")]
 pub(crate) struct ShapeError(&'static str);
 
+/// The 400 for a command that is not a JSON array of strings and numbers.
+pub(crate) const NOT_A_COMMAND: ShapeError =
+    ShapeError("a command is a JSON array of strings and numbers");
+
+/// The 400 for a command argument that is neither a string nor a number.
+pub(crate) const NOT_AN_ARGUMENT: ShapeError =
+    ShapeError("command arguments must be JSON strings or numbers");
+
 impl Command {
     /// A command from its arguments, the first being its name.
-    pub(crate) fn new(args: Vec<Vec<u8>>) -> Result<Command, ShapeError> {
-        match args.first() {
-            None => Err(ShapeError("empty command")),
-            Some(_) => Ok(Command { args }),
+    pub(crate) fn new(cmd: Cmd) -> Result<Command, ShapeError> {
+        if cmd.args_iter().len() == 0 {
+            return Err(ShapeError("empty command"));
         }
+        Ok(Command { cmd })
     }
 
     /// A command from a JSON array of strings and numbers.
     pub(crate) fn from_json(value: &Json) -> Result<Command, ShapeError> {
         let Json::Array(items) = value else {
-            return Err(ShapeError(
-                "a command is a JSON array of strings and numbers",
-            ));
+            return Err(NOT_A_COMMAND);
         };
-        let args = items
-            .iter()
-            .map(|item| match item {
-                Json::String(s) => Ok(s.as_bytes().to_vec()),
-                Json::Number(n) => Ok(n.to_string().into_bytes()),
-                _ => Err(ShapeError(
-                    "command arguments must be JSON strings or numbers",
-                )),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Command::new(args)
+        let mut cmd = Cmd::new();
+        for item in items {
+            match item {
+                Json::String(s) => cmd.arg(s.as_bytes()),
+                Json::Number(n) => cmd.arg(n.to_string().as_bytes()),
+                _ => return Err(NOT_AN_ARGUMENT),
+            };
+        }
+        Command::new(cmd)
     }
 
     /// The commands of a pipeline or transaction: a JSON array of commands.
@@ -64,65 +73,94 @@ impl Command {
         body: &[u8],
     ) -> Result<Command, ShapeError> {
         let path = path.strip_prefix('/').unwrap_or(path);
-        let mut args: Vec<Vec<u8>> = if path.is_empty() {
-            Vec::new()
-        } else {
-            path.split('/').map(decode).collect()
-        };
+        let mut cmd = Cmd::new();
+        if !path.is_empty() {
+            for segment in path.split('/') {
+                cmd.arg(decode(segment).as_slice());
+            }
+        }
         if !body.is_empty() {
-            args.push(body.to_vec());
+            cmd.arg(body);
         }
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             if key == "_token" {
                 continue;
             }
-            args.push(decode(key));
+            cmd.arg(decode(key).as_slice());
             if !value.is_empty() {
-                args.push(decode(value));
+                cmd.arg(decode(value).as_slice());
             }
         }
-        Command::new(args)
+        Command::new(cmd)
     }
 
-    /// The command's name in upper case (lossy for non-UTF-8 names).
+    /// Whether the command's name is `name` (an upper-case name; the
+    /// command's in any case).
+    pub(crate) fn is(&self, name: &str) -> bool {
+        self.arg(0)
+            .is_some_and(|own| own.eq_ignore_ascii_case(name.as_bytes()))
+    }
+
+    /// The command's name in upper case (lossy for non-UTF-8 names), for
+    /// error texts and logs.
     pub(crate) fn name(&self) -> String {
-        self.args
-            .first()
+        self.arg(0)
             .map(|name| String::from_utf8_lossy(name).to_ascii_uppercase())
             .unwrap_or_default()
     }
 
+    /// Argument `index`: 0 is the name, 1 the first argument after it.
+    pub(crate) fn arg(&self, index: usize) -> Option<&[u8]> {
+        self.all().nth(index)
+    }
+
+    /// How many arguments the command has, its name included.
+    pub(crate) fn len(&self) -> usize {
+        self.cmd.args_iter().len()
+    }
+
     /// The arguments after the name.
-    pub(crate) fn args(&self) -> &[Vec<u8>] {
-        self.args.get(1..).unwrap_or(&[])
+    pub(crate) fn args(&self) -> impl Iterator<Item = &[u8]> {
+        self.all().skip(1)
     }
 
     /// Whether this command runs a script (`EVAL`, `EVALSHA` and their
     /// read-only forms).
     pub(crate) fn is_script(&self) -> bool {
-        matches!(
-            self.name().as_str(),
-            "EVAL" | "EVAL_RO" | "EVALSHA" | "EVALSHA_RO"
-        )
+        ["EVAL", "EVAL_RO", "EVALSHA", "EVALSHA_RO"]
+            .iter()
+            .any(|name| self.is(name))
     }
 
     /// A copy with argument `index` (0 is the name) replaced by `value`.
     pub(crate) fn with_arg(&self, index: usize, value: &[u8]) -> Command {
-        let mut args = self.args.clone();
-        if let Some(slot) = args.get_mut(index) {
-            *slot = value.to_vec();
+        let mut cmd = Cmd::new();
+        for (i, arg) in self.all().enumerate() {
+            cmd.arg(if i == index { value } else { arg });
         }
-        Command { args }
+        Command { cmd }
     }
 
     /// The command for the redis client.
-    pub(crate) fn to_cmd(&self) -> redis::Cmd {
-        let mut cmd = redis::Cmd::new();
-        for arg in &self.args {
-            cmd.arg(arg.as_slice());
-        }
-        cmd
+    pub(crate) fn cmd(&self) -> &Cmd {
+        &self.cmd
+    }
+
+    fn all(&self) -> impl Iterator<Item = &[u8]> {
+        // The proxy never adds a cursor argument.
+        self.cmd.args_iter().filter_map(|arg| match arg {
+            Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        })
+    }
+}
+
+impl fmt::Debug for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.all().map(String::from_utf8_lossy))
+            .finish()
     }
 }
 
@@ -131,14 +169,14 @@ fn decode(segment: &str) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn args(command: &Command) -> Vec<String> {
+    /// The command's arguments, name included, as text.
+    pub(crate) fn args(command: &Command) -> Vec<String> {
         command
-            .args
-            .iter()
+            .all()
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect()
     }
@@ -196,5 +234,25 @@ mod tests {
             ])
         );
         assert!(Command::from_path("/", Some("_token=x"), b"").is_err());
+    }
+
+    #[test]
+    fn arguments_are_read_and_replaced_by_index() {
+        let Ok(command) = Command::from_json(&json!(["evalsha", "abc", 1, "k", ""])) else {
+            panic!("a command");
+        };
+        assert!(command.is("EVALSHA") && command.is_script() && !command.is("EVAL"));
+        assert_eq!(command.name(), "EVALSHA");
+        assert_eq!(command.len(), 5);
+        assert_eq!(command.arg(1), Some(b"abc".as_slice()));
+        assert_eq!(command.arg(4), Some(b"".as_slice()));
+        assert_eq!(command.arg(5), None);
+        assert_eq!(command.args().count(), 4);
+        let replaced = command.with_arg(0, b"EVAL").with_arg(1, b"return 1");
+        assert_eq!(args(&replaced), ["EVAL", "return 1", "1", "k", ""]);
+        assert_eq!(
+            format!("{replaced:?}"),
+            r#"["EVAL", "return 1", "1", "k", ""]"#
+        );
     }
 }

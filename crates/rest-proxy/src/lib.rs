@@ -6,6 +6,7 @@ mod auth;
 mod command;
 mod failure;
 mod link;
+mod parse;
 mod reply;
 mod routes;
 mod run;

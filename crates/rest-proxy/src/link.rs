@@ -202,10 +202,13 @@ impl Link {
             .clone()
     }
 
+    /// A new connection. Its replies are not bounded by the client (each
+    /// would cost a timer of its own): every call made on it is bounded
+    /// already, by [`bounded`](Link::bounded) or `kill_script`'s timeout.
     async fn connect(&self) -> Result<MultiplexedConnection, LinkError> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout));
+            .set_response_timeout(None);
         self.users.connect(&config).await
     }
 

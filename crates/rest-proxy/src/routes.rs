@@ -3,22 +3,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes, to_bytes};
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::middleware::{self, Next};
+use axum::extract::{Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, post};
-use serde_json::{Value as JsonValue, json};
 
-use crate::auth;
-use crate::command::{Command, ShapeError};
+use crate::command::Command;
 use crate::failure::LinkError;
 use crate::link::Link;
 use crate::reply::{self, Encoding};
 use crate::run::{Reply, Runner, Transaction};
+use crate::{auth, parse};
 
 /// What every request handler shares.
 pub(crate) struct Shared {
@@ -54,57 +51,54 @@ impl Shared {
     }
 }
 
-type AppState = State<Arc<Shared>>;
-
-/// The routes, behind the token check. Bodies are read by the handlers,
-/// within [`Bounds`].
+/// The routes, behind the token check: one handler that reads the method
+/// and path itself (cheaper than a router and a middleware per request).
+/// Bodies are read by the handlers, within [`Bounds`].
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
-        .route("/", post(single).fallback(path_form))
-        .route("/pipeline", post(pipeline).fallback(not_allowed))
-        .route("/multi-exec", post(multi_exec).fallback(not_allowed))
-        .fallback(any(path_form))
-        .layer(DefaultBodyLimit::disable())
-        .layer(middleware::from_fn_with_state(
-            Arc::clone(&shared),
-            require_token,
-        ))
-        .with_state(shared)
+    Router::new().fallback(dispatch).with_state(shared)
 }
 
-async fn require_token(State(shared): AppState, request: Request, next: Next) -> Response {
-    if auth::admits(&shared.token, request.headers(), request.uri().query()) {
-        next.run(request).await
-    } else {
-        error(StatusCode::UNAUTHORIZED, auth::WRONG_TOKEN)
+/// Every request: the token, then `POST /`, `POST /pipeline`,
+/// `POST /multi-exec` (other methods there are a 405), or the path form.
+async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    if !auth::admits(&shared.token, request.headers(), request.uri().query()) {
+        return error(StatusCode::UNAUTHORIZED, auth::WRONG_TOKEN);
+    }
+    let post = request.method() == Method::POST;
+    match request.uri().path() {
+        "/" if post => single(&shared, request).await,
+        "/pipeline" if post => pipeline(&shared, request).await,
+        "/multi-exec" if post => multi_exec(&shared, request).await,
+        "/pipeline" | "/multi-exec" => not_allowed(),
+        _ => path_form(&shared, request).await,
     }
 }
 
-async fn single(State(shared): AppState, headers: HeaderMap, body: Body) -> Response {
-    let command = match parse(&shared, body, Command::from_json).await {
-        Ok(command) => command,
-        Err(refusal) => return refusal.into_response(),
-    };
-    run_single(&shared, &command, encoding(&headers)).await
-}
-
-async fn path_form(
-    State(shared): AppState,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    // HEAD, like every method but GET and POST, runs nothing.
-    if method != Method::GET && method != Method::POST {
-        return not_allowed().await;
-    }
-    let body = match read(&shared, body).await {
+async fn single(shared: &Shared, request: Request) -> Response {
+    let encoding = encoding(request.headers());
+    let body = match read(shared, request.into_body()).await {
         Ok(body) => body,
         Err(refusal) => return refusal.into_response(),
     };
-    match Command::from_path(uri.path(), uri.query(), &body) {
-        Ok(command) => run_single(&shared, &command, encoding(&headers)).await,
+    match parse::command(&body) {
+        Ok(command) => run_single(shared, &command, encoding).await,
+        Err(e) => bad(e),
+    }
+}
+
+async fn path_form(shared: &Shared, request: Request) -> Response {
+    // HEAD, like every method but GET and POST, runs nothing.
+    if request.method() != Method::GET && request.method() != Method::POST {
+        return not_allowed();
+    }
+    let encoding = encoding(request.headers());
+    let (parts, body) = request.into_parts();
+    let body = match read(shared, body).await {
+        Ok(body) => body,
+        Err(refusal) => return refusal.into_response(),
+    };
+    match Command::from_path(parts.uri.path(), parts.uri.query(), &body) {
+        Ok(command) => run_single(shared, &command, encoding).await,
         Err(e) => bad(e),
     }
 }
@@ -117,54 +111,64 @@ async fn run_single(shared: &Shared, command: &Command, encoding: Encoding) -> R
             error(StatusCode::BAD_REQUEST, &reply::error_text(&e))
         }
         Ok(Reply::Value(value)) => {
-            Json(json!({ "result": reply::result(value, encoding) })).into_response()
+            let mut out = Vec::with_capacity(64);
+            reply::result_entry(&mut out, &value, encoding);
+            json(StatusCode::OK, out)
         }
         Ok(Reply::Refused(why)) => error(StatusCode::BAD_REQUEST, &why),
         Err(e) => unavailable(&e),
     }
 }
 
-async fn pipeline(State(shared): AppState, headers: HeaderMap, body: Body) -> Response {
-    let commands = match parse_list(&shared, body).await {
+async fn pipeline(shared: &Shared, request: Request) -> Response {
+    let encoding = encoding(request.headers());
+    let commands = match parse_list(shared, request.into_body()).await {
         Ok(commands) => commands,
         Err(refusal) => return refusal.into_response(),
     };
-    let encoding = encoding(&headers);
     match shared.runner.pipeline(&commands).await {
-        Ok(replies) => Json(JsonValue::Array(
-            replies
-                .into_iter()
-                .map(|r| match r {
-                    Reply::Value(value) => reply::entry(value, encoding),
-                    Reply::Refused(why) => json!({ "error": why }),
-                })
-                .collect(),
-        ))
-        .into_response(),
+        Ok(replies) => json(
+            StatusCode::OK,
+            entries(replies.iter(), |out, r| match r {
+                Reply::Value(value) => reply::entry(out, value, encoding),
+                Reply::Refused(why) => reply::error_entry(out, why),
+            }),
+        ),
         Err(e) => unavailable(&e),
     }
 }
 
-async fn multi_exec(State(shared): AppState, headers: HeaderMap, body: Body) -> Response {
-    let commands = match parse_list(&shared, body).await {
+async fn multi_exec(shared: &Shared, request: Request) -> Response {
+    let encoding = encoding(request.headers());
+    let commands = match parse_list(shared, request.into_body()).await {
         Ok(commands) => commands,
         Err(refusal) => return refusal.into_response(),
     };
-    let encoding = encoding(&headers);
     match shared.runner.transaction(&commands).await {
-        Ok(Transaction::Committed(values)) => Json(JsonValue::Array(
-            values
-                .into_iter()
-                .map(|v| reply::entry(v, encoding))
-                .collect(),
-        ))
-        .into_response(),
+        Ok(Transaction::Committed(values)) => json(
+            StatusCode::OK,
+            entries(values.iter(), |out, v| reply::entry(out, v, encoding)),
+        ),
         Ok(Transaction::Aborted(why)) => error(StatusCode::BAD_REQUEST, &why),
         Err(e) => unavailable(&e),
     }
 }
 
-async fn not_allowed() -> Response {
+/// A JSON array of one entry per item, each written by `entry`.
+fn entries<T>(items: impl Iterator<Item = T>, entry: impl Fn(&mut Vec<u8>, T)) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.push(b'[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        entry(&mut out, item);
+    }
+    out.push(b']');
+    out
+}
+
+fn not_allowed() -> Response {
     error(
         StatusCode::METHOD_NOT_ALLOWED,
         "ERR only GET and POST are allowed",
@@ -217,7 +221,9 @@ fn is_too_large(error: &axum::Error) -> bool {
 
 /// The commands of a pipeline or transaction, at most [`Bounds::max_commands`].
 async fn parse_list(shared: &Shared, body: Body) -> Result<Vec<Command>, Refusal> {
-    let commands = parse(shared, body, Command::list_from_json).await?;
+    let body = read(shared, body).await?;
+    let commands =
+        parse::list(&body).map_err(|e| Refusal(StatusCode::BAD_REQUEST, e.to_string()))?;
     let max = shared.bounds.max_commands;
     if commands.len() > max {
         return Err(Refusal(
@@ -229,24 +235,6 @@ async fn parse_list(shared: &Shared, body: Body) -> Result<Vec<Command>, Refusal
         ));
     }
     Ok(commands)
-}
-
-/// What `shape` reads from the request's JSON body; a 413 when the body is
-/// too large, a 408 when it is too slow, a 400 when it is not JSON or not
-/// of that shape.
-async fn parse<T>(
-    shared: &Shared,
-    body: Body,
-    shape: impl FnOnce(&JsonValue) -> Result<T, ShapeError>,
-) -> Result<T, Refusal> {
-    let body = read(shared, body).await?;
-    let json = serde_json::from_slice(&body).map_err(|e| {
-        Refusal(
-            StatusCode::BAD_REQUEST,
-            format!("ERR invalid JSON body: {e}"),
-        )
-    })?;
-    shape(&json).map_err(|e| Refusal(StatusCode::BAD_REQUEST, e.to_string()))
 }
 
 fn encoding(headers: &HeaderMap) -> Encoding {
@@ -270,5 +258,17 @@ fn unavailable(e: &LinkError) -> Response {
 }
 
 fn error(status: StatusCode, text: &str) -> Response {
-    (status, Json(json!({ "error": text }))).into_response()
+    let mut out = Vec::with_capacity(text.len() + 16);
+    reply::error_entry(&mut out, text);
+    json(status, out)
+}
+
+/// A response of `status` with the JSON `body`.
+fn json(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }

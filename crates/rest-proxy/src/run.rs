@@ -57,6 +57,38 @@ impl Prepared<'_> {
     }
 }
 
+/// The commands whose script the proxy may rewrite.
+enum ScriptCall {
+    /// `EVAL` or `EVAL_RO`: the script is argument 1.
+    Eval,
+    /// `SCRIPT LOAD`: the script is argument 2.
+    Load,
+    /// `EVALSHA` or `EVALSHA_RO`, sent as `eval` when run by text.
+    Sha { eval: &'static str },
+}
+
+impl ScriptCall {
+    /// What `command` is, when it runs or loads a script.
+    fn of(command: &Command) -> Option<ScriptCall> {
+        if command.is("EVAL") || command.is("EVAL_RO") {
+            Some(ScriptCall::Eval)
+        } else if command.is("EVALSHA") {
+            Some(ScriptCall::Sha { eval: "EVAL" })
+        } else if command.is("EVALSHA_RO") {
+            Some(ScriptCall::Sha { eval: "EVAL_RO" })
+        } else if command.is("SCRIPT")
+            && command.len() == 3
+            && command
+                .arg(1)
+                .is_some_and(|sub| sub.eq_ignore_ascii_case(b"LOAD"))
+        {
+            Some(ScriptCall::Load)
+        } else {
+            None
+        }
+    }
+}
+
 impl Runner {
     /// A runner over `link`.
     pub(crate) fn new(link: Arc<Link>) -> Runner {
@@ -78,12 +110,12 @@ impl Runner {
         }
         let prepared = self.prepare(command, false);
         let reply = async {
-            let reply = self.link.command(&prepared.send.to_cmd()).await?;
+            let reply = self.link.command(prepared.send.cmd()).await?;
             Ok(match (&reply, &prepared.on_noscript) {
                 (Value::ServerError(e), Some(eval))
                     if e.kind() == Some(ServerErrorKind::NoScript) =>
                 {
-                    self.link.command(&eval.to_cmd()).await?
+                    self.link.command(eval.cmd()).await?
                 }
                 _ => reply,
             })
@@ -118,7 +150,7 @@ impl Runner {
                 .is_none()
                 .then(|| self.prepare(command, true));
             if let Some(p) = &p {
-                pipe.add_command(p.send.to_cmd());
+                pipe.add_command(p.send.cmd().clone());
             }
             prepared.push(p);
         }
@@ -147,7 +179,7 @@ impl Runner {
         let prepared: Vec<Prepared<'_>> = commands.iter().map(|c| self.prepare(c, true)).collect();
         let mut pipe = Pipeline::new();
         for p in &prepared {
-            pipe.add_command(p.send.to_cmd());
+            pipe.add_command(p.send.cmd().clone());
         }
         pipe.cmd("EXEC");
         let replies = self.watch(
@@ -192,22 +224,22 @@ impl Runner {
             on_noscript: None,
             sha_reply: None,
         };
-        let args = command.args();
-        match command.name().as_str() {
-            "EVAL" | "EVAL_RO" => {
-                if let Some(stripped) = args.first().and_then(|s| self.scripts.learn(s)) {
+        match ScriptCall::of(command) {
+            Some(ScriptCall::Eval) => {
+                if let Some(stripped) = command.arg(1).and_then(|s| self.scripts.learn(s)) {
                     prepared.send = Cow::Owned(command.with_arg(1, &stripped.text));
                 }
             }
-            "SCRIPT" if args.len() == 2 && args[0].eq_ignore_ascii_case(b"LOAD") => {
-                if let Some(stripped) = self.scripts.learn(&args[1]) {
+            Some(ScriptCall::Load) => {
+                if let Some(script) = command.arg(2)
+                    && let Some(stripped) = self.scripts.learn(script)
+                {
                     prepared.send = Cow::Owned(command.with_arg(2, &stripped.text));
-                    prepared.sha_reply = Some(crate::script::sha1_hex(&args[1]));
+                    prepared.sha_reply = Some(crate::script::sha1_hex(script));
                 }
             }
-            name @ ("EVALSHA" | "EVALSHA_RO") => {
-                if let Some(stripped) = args.first().and_then(|sha| self.scripts.lookup(sha)) {
-                    let eval = if name == "EVALSHA" { "EVAL" } else { "EVAL_RO" };
+            Some(ScriptCall::Sha { eval }) => {
+                if let Some(stripped) = command.arg(1).and_then(|sha| self.scripts.lookup(sha)) {
                     let by_text = command
                         .with_arg(0, eval.as_bytes())
                         .with_arg(1, &stripped.text);
@@ -219,7 +251,7 @@ impl Runner {
                     }
                 }
             }
-            _ => {}
+            None => {}
         }
         prepared
     }

@@ -13,6 +13,9 @@ const ALLOW_KEY_LOCKING: &[u8] = b"allow-key-locking";
 /// answers NOSCRIPT, and clients fall back to EVAL.
 const MAX_SCRIPTS: usize = 10_000;
 
+/// The length of a sha1 in hex.
+const SHA_HEX: usize = 40;
+
 /// A script as Redis runs it: the original text without `allow-key-locking`.
 #[derive(Debug)]
 pub(crate) struct Stripped {
@@ -53,11 +56,14 @@ impl Scripts {
 
     /// The stripped script whose original has sha1 `sha` (any case), if learned.
     pub(crate) fn lookup(&self, sha: &[u8]) -> Option<Arc<Stripped>> {
-        let sha = std::str::from_utf8(sha).ok()?.to_ascii_lowercase();
+        // Every learned sha is 40 hex digits: anything else is not one.
+        let mut lower: [u8; SHA_HEX] = sha.try_into().ok()?;
+        lower.make_ascii_lowercase();
+        let sha = std::str::from_utf8(&lower).ok()?;
         self.by_original_sha
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&sha)
+            .get(sha)
             .cloned()
     }
 }

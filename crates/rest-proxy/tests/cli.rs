@@ -111,8 +111,16 @@ async fn the_start_up_line_names_redis_by_scheme_and_host_only() {
         .unwrap()
         .port();
     let redis = format!("redis://planted-user:hunter2@127.0.0.1:{port}/0");
+    // On two threads, where the default is one: it starts the same.
     let mut child = tokio::process::Command::new(BIN)
-        .args(["--listen", "127.0.0.1:0", "--redis", &redis])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--redis",
+            &redis,
+            "--threads",
+            "2",
+        ])
         .env("TOLLGATE_PROXY_TOKEN", "some-token")
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
@@ -163,6 +171,7 @@ fn help_lists_the_options_and_hides_the_token_value() {
         "--header-timeout-ms",
         "--body-timeout-ms",
         "--max-connections",
+        "--threads",
         "TOLLGATE_PROXY_TOKEN",
     ] {
         assert!(
@@ -175,6 +184,12 @@ fn help_lists_the_options_and_hides_the_token_value() {
         "--help shows the token:\n{help}"
     );
     assert!(run(&["--version"], None).status.success());
+    let output = run(&["--threads", "0"], Some("t"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("--threads"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

@@ -69,6 +69,11 @@ impl Http {
             .pool_max_idle_per_host(MAX_IDLE)
             .tcp_nodelay(true)
             .redirect(reqwest::redirect::Policy::none())
+            .http1_only()
+            // reqwest retries only HTTP/2 and HTTP/3 refusals, which an
+            // HTTP/1.1 client never meets, yet copies every request (body
+            // and headers) in case it must: no retries, no copies.
+            .retry(reqwest::retry::never().max_retries_per_request(0))
             .no_proxy();
         let client = builder
             .build()
