@@ -120,10 +120,11 @@ impl Report {
         )
     }
 
-    /// Median tollgate `field` over median `other` `field`.
+    /// Median tollgate `field` over median `other` `field`; none over 0 (a
+    /// ceiling whose every check failed).
     fn ratio(&self, other: &str, field: fn(&Round) -> f64) -> Option<f64> {
         self.side("tollgate", field)
-            .zip(self.side(other, field))
+            .zip(self.side(other, field).filter(|b| *b > 0.0))
             .map(|(a, b)| a / b)
     }
 
@@ -137,8 +138,9 @@ impl Report {
                 tollgate = Some(r.checks_per_sec);
             } else if r.side == other
                 && let Some(rate) = tollgate.take()
+                && r.checks_per_sec > 0.0
             {
-                pairs.push(rate / r.checks_per_sec.max(1e-9));
+                pairs.push(rate / r.checks_per_sec);
             }
         }
         Spread::of(pairs)
@@ -333,5 +335,17 @@ mod tests {
             "{table}"
         );
         assert!(!table.contains("seed, round by round"), "{table}");
+    }
+
+    #[test]
+    fn a_ceiling_whose_every_check_failed_gives_no_ratio() {
+        let report = report(vec![
+            round("tollgate", 1_000.0, 30.0),
+            round("raw", 0.0, 20.0),
+            round("seed", 2_000.0, 10.0),
+        ]);
+        assert_eq!(report.ratio_checks_per_sec, None);
+        assert!(report.paired_ratio.is_none());
+        assert_eq!(report.ratio_seed_checks_per_sec, Some(0.5));
     }
 }

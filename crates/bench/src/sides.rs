@@ -177,13 +177,24 @@ impl Raw {
         // The same deadline check as a store call, with a cutoff so far off
         // (10 s) that a loaded machine never turns it into an error: the
         // raw side has no retries to fall back on.
-        let cutoff = Deadline::after(std::time::Duration::from_secs(10)).cutoff_unix_millis();
+        let deadline = Deadline::after(std::time::Duration::from_secs(10));
         let mut call = self.check.prepare_invoke();
         for key in keys {
             call.key(key);
         }
-        call.key(record());
-        call.arg(op).arg(keys.len()).arg(cutoff).arg(RECORD_MS);
+        // The call's record: its id's field in the hash of its deadline's
+        // 100 ms, kept as a store keeps it under the default policy.
+        call.key(format!(
+            "{}{RECORD_MS}.{}",
+            tollgate::redis::RECORD_PREFIX,
+            deadline.unix_millis() / 100
+        ));
+        call.arg(1).arg(RECORD_MS);
+        call.arg(op)
+            .arg(keys.len())
+            .arg(deadline.cutoff_unix_millis())
+            .arg(1)
+            .arg(CheckId::new().to_string());
         for i in 0..keys.len() {
             each(&mut call, i);
         }
@@ -253,12 +264,6 @@ impl Side for Raw {
             }
         }
     }
-}
-
-/// The record of a raw call, as a store names it (`RECORD_PREFIX`, then
-/// the call's id): the script records every call it applies.
-fn record() -> String {
-    format!("{}{}", tollgate::redis::RECORD_PREFIX, CheckId::new())
 }
 
 /// How long a raw call's record is kept: as a store under the default

@@ -195,12 +195,17 @@ async fn ceiling(
             for i in 0..rules {
                 command.push(format!("limit:bench{i}:{who}:{window}"));
             }
+            // The call's record: its id's field in the hash of its
+            // deadline's 100 ms.
             let id = tollgate_core::CheckId::new();
-            command.push(format!("{}{id}", tollgate_redis::RECORD_PREFIX));
+            let deadline = now.as_millis() as u64 + 50;
+            let hash = deadline / 100;
+            command.push(format!("{}780.{hash}", tollgate_redis::RECORD_PREFIX));
+            command.extend(["1".into(), "780".into()]);
             command.push(if op == Op::Reserve { "r" } else { "c" }.into());
             command.push(rules.to_string());
-            command.push((now.as_millis() as u64 + 70).to_string());
-            command.push("780".into());
+            command.push((deadline + 20).to_string());
+            command.extend(["1".into(), id.to_string()]);
             for _ in 0..rules {
                 command.push("86400000".into());
                 command.push("1".into());

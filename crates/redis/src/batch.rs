@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use tollgate_core::{Counter, Deadline, StoreError};
 use tracing::instrument::WithSubscriber;
 
-use crate::call::Counters;
+use crate::call::{self, Counters, Part};
 use crate::record::Record;
 use crate::reply::{self, Reply};
 use crate::scripts::SCRIPTS;
@@ -183,18 +183,18 @@ async fn send<T: Transport<Route = ()>>(transport: &T, batch: Vec<Member>) {
         return;
     };
     let script = &SCRIPTS.check;
-    let size = members
+    let parts: Vec<Part<'_, _>> = members
         .iter()
-        .map(|m| m.op.size(m.counters.iter(), &m.record))
-        .reduce(|a, b| a + b);
-    let mut args = transport.args(script, size.unwrap_or_default());
-    for m in &members {
-        m.op.write_keys(&mut args, &m.counters, &m.record);
-    }
-    for m in &members {
-        let cutoff = m.deadline.cutoff_unix_millis();
-        m.op.write_args(&mut args, &m.counters, cutoff, &m.record);
-    }
+        .map(|m| Part {
+            op: m.op,
+            counters: m.counters.iter(),
+            record: &m.record,
+            cutoff: m.deadline.cutoff_unix_millis(),
+        })
+        .collect();
+    let mut args = transport.args(script, call::size(&parts));
+    call::write(&mut args, &parts);
+    drop(parts);
     let mut route = ();
     let sent = eval(transport, script, args, &mut route, latest);
     let answer = match tokio::time::timeout(latest.remaining(), sent).await {

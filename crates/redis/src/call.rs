@@ -42,12 +42,8 @@ impl std::ops::Add for Size {
     }
 }
 
-/// A call of [`CHECK`](crate::scripts::CHECK), the script of every counter
-/// operation: its counters and its record (if it has one) among the keys;
-/// among the arguments its op, its number of counters, its deadline, its
-/// record's lifetime (0: no record), then the same arguments for each
-/// counter. Calls batched into one script call write all their keys, then
-/// all their arguments.
+/// What a call of [`CHECK`](crate::scripts::CHECK), the script of every
+/// counter operation, does: its op, and the arguments each counter takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Counters {
     /// `c`, count: lifetime in ms and cost per counter.
@@ -79,73 +75,73 @@ impl Counters {
             Counters::GiveBack => "g",
         }
     }
+}
 
-    /// The size of a call on `counters` recorded as `record`.
-    pub(crate) fn size<'a>(
-        self,
-        counters: impl Iterator<Item = &'a Counter>,
-        record: &Record,
-    ) -> Size {
-        let (n, text) = counters.fold((0, 0), |(n, text), c| (n + 1, text + c.key.len()));
-        Size {
-            keys: n + usize::from(!record.key.is_empty()),
-            args: 4 + n * self.per_counter(),
-            text: text + record.key.len() + 1,
-        }
+/// One call in a script call of [`CHECK`](crate::scripts::CHECK): `op` on
+/// `counters`, recorded as `record`, with the deadline `cutoff` (wall-clock
+/// ms, as `Deadline::cutoff_unix_millis` gives).
+#[derive(Clone, Debug)]
+pub(crate) struct Part<'a, I> {
+    pub(crate) op: Counters,
+    pub(crate) counters: I,
+    pub(crate) record: &'a Record,
+    pub(crate) cutoff: u64,
+}
+
+/// The size of a script call of `parts`.
+pub(crate) fn size<'a, I>(parts: &[Part<'_, I>]) -> Size
+where
+    I: Iterator<Item = &'a Counter> + Clone,
+{
+    let hashes = hashes(parts);
+    let mut size = Size {
+        keys: hashes.len(),
+        args: 1 + hashes.len(),
+        text: hashes.iter().map(|r| r.key.len()).sum(),
+    };
+    for part in parts {
+        let (n, text) = (part.counters.clone()).fold((0, 0), |(n, t), c| (n + 1, t + c.key.len()));
+        size.keys += n;
+        size.args += 5 + n * part.op.per_counter();
+        size.text += text + part.record.id.len() + 1;
     }
+    size
+}
 
-    /// Writes a call (a batch of one) on `counters` with the deadline
-    /// `cutoff` (wall-clock ms, as `Deadline::cutoff_unix_millis` gives),
-    /// recorded as `record`: its keys, then its arguments.
-    pub(crate) fn write<'a, I>(
-        self,
-        call: &mut impl Call,
-        counters: I,
-        cutoff: u64,
-        record: &Record,
-    ) where
-        I: IntoIterator<Item = &'a Counter>,
-        I::IntoIter: Clone,
-    {
-        let counters = counters.into_iter();
-        self.write_keys(call, counters.clone(), record);
-        self.write_args(call, counters, cutoff, record);
-    }
-
-    /// Writes the keys of a call: its counters, then its record.
-    pub(crate) fn write_keys<'a>(
-        self,
-        call: &mut impl Call,
-        counters: impl IntoIterator<Item = &'a Counter>,
-        record: &Record,
-    ) {
-        for counter in counters {
+/// Writes one script call of `parts` (one part: a call alone; several: a
+/// batch): every call's counters, then the hashes of records they use, as
+/// keys; then the number of hashes, each one's record lifetime, and each
+/// call's op, number of counters, cutoff, hash, id and its counters'
+/// arguments.
+pub(crate) fn write<'a, I>(call: &mut impl Call, parts: &[Part<'_, I>])
+where
+    I: Iterator<Item = &'a Counter> + Clone,
+{
+    for part in parts {
+        for counter in part.counters.clone() {
             call.key(&counter.key);
         }
-        if !record.key.is_empty() {
-            call.key(&record.key);
-        }
     }
-
-    /// Writes the arguments of a call, after the keys of every call of its
-    /// batch.
-    pub(crate) fn write_args<'a, I>(
-        self,
-        call: &mut impl Call,
-        counters: I,
-        cutoff: u64,
-        record: &Record,
-    ) where
-        I: IntoIterator<Item = &'a Counter>,
-        I::IntoIter: Clone,
-    {
-        let counters = counters.into_iter();
-        call.text(self.code());
-        call.number(counters.clone().count() as u64);
-        call.number(cutoff);
+    let hashes = hashes(parts);
+    for record in &hashes {
+        call.key(&record.key);
+    }
+    call.number(hashes.len() as u64);
+    for record in &hashes {
         call.number(record.lifetime_ms);
-        for counter in counters {
-            match self {
+    }
+    for part in parts {
+        let hash = hashes
+            .iter()
+            .position(|r| r.key == part.record.key)
+            .map_or(0, |i| i + 1);
+        call.text(part.op.code());
+        call.number(part.counters.clone().count() as u64);
+        call.number(part.cutoff);
+        call.number(hash as u64);
+        call.text(&part.record.id);
+        for counter in part.counters.clone() {
+            match part.op {
                 Counters::Count => {
                     call.number(millis(counter.ttl));
                     call.number(counter.cost);
@@ -159,6 +155,17 @@ impl Counters {
             }
         }
     }
+}
+
+/// The hashes of records `parts` use, each once, in order.
+fn hashes<'r, I>(parts: &[Part<'r, I>]) -> Vec<&'r Record> {
+    let mut hashes: Vec<&Record> = Vec::new();
+    for part in parts {
+        if part.record.is_kept() && !hashes.iter().any(|r| r.key == part.record.key) {
+            hashes.push(part.record);
+        }
+    }
+    hashes
 }
 
 /// A script over one key (a counter to delete, a webhook mark): the key,
@@ -268,44 +275,78 @@ mod tests {
     }
 
     #[test]
-    fn counter_calls_take_keys_and_record_then_op_size_deadline_record_lifetime_and_each_counters_arguments()
-     {
+    fn a_call_takes_its_counters_then_its_hash_and_its_op_size_deadline_hash_id_and_arguments() {
         let counters = [counter("a", 60_000, 2, 10), counter("b", 1_000, 3, 20)];
         let record = Record {
-            key: "r".into(),
+            key: "h".into(),
+            id: "i".into(),
             lifetime_ms: 720,
         };
-        let written = |script: Counters| {
+        let written = |op: Counters| {
             let mut call = Written::default();
-            script.write(&mut call, &counters, 99, &record);
-            assert_eq!(call.0.len(), 7 + 2 * script.per_counter());
-            let size = script.size(counters.iter(), &record);
+            let parts = [Part {
+                op,
+                counters: counters.iter(),
+                record: &record,
+                cutoff: 99,
+            }];
+            write(&mut call, &parts);
+            let size = size(&parts);
             assert_eq!(size.keys + size.args, call.0.len());
             call.0.join(" ")
         };
         assert_eq!(
             written(Counters::Count),
-            "k:a k:b k:r t:c n:2 n:99 n:720 n:60000 n:2 n:1000 n:3"
+            "k:a k:b k:h n:1 n:720 t:c n:2 n:99 n:1 t:i n:60000 n:2 n:1000 n:3"
         );
         assert_eq!(
             written(Counters::Reserve),
-            "k:a k:b k:r t:r n:2 n:99 n:720 n:60000 n:2 n:10 n:1000 n:3 n:20"
+            "k:a k:b k:h n:1 n:720 t:r n:2 n:99 n:1 t:i n:60000 n:2 n:10 n:1000 n:3 n:20"
         );
         assert_eq!(
             written(Counters::Refund),
-            "k:a k:b k:r t:f n:2 n:99 n:720 n:2 n:3"
+            "k:a k:b k:h n:1 n:720 t:f n:2 n:99 n:1 t:i n:2 n:3"
         );
         assert_eq!(
             written(Counters::GiveBack),
-            "k:a k:b k:r t:g n:2 n:99 n:720 n:2 n:3"
+            "k:a k:b k:h n:1 n:720 t:g n:2 n:99 n:1 t:i n:2 n:3"
         );
-        let mut unrecorded = Written::default();
-        let none = Record {
-            key: String::new(),
-            lifetime_ms: 0,
+    }
+
+    #[test]
+    fn a_batch_names_each_hash_once_and_each_call_its_own() {
+        let counters = [counter("a", 60_000, 2, 10), counter("b", 1_000, 3, 20)];
+        let record = |key: &str, id: &str| Record {
+            key: key.into(),
+            id: id.into(),
+            lifetime_ms: 780,
         };
-        Counters::Count.write(&mut unrecorded, &counters[..1], 5, &none);
-        assert_eq!(unrecorded.0.join(" "), "k:a t:c n:1 n:5 n:0 n:60000 n:2");
+        let (first, second, third) = (record("h1", "x"), record("h2", "y"), record("h1", "z"));
+        let none = record("", "");
+        let part = |op, i: usize, record| Part {
+            op,
+            counters: counters[i..=i].iter(),
+            record,
+            cutoff: 5,
+        };
+        let parts = [
+            part(Counters::Count, 0, &first),
+            part(Counters::Reserve, 1, &second),
+            part(Counters::Count, 1, &none),
+            part(Counters::Refund, 0, &third),
+        ];
+        let mut call = Written::default();
+        write(&mut call, &parts);
+        assert_eq!(
+            call.0.join(" "),
+            "k:a k:b k:b k:a k:h1 k:h2 n:2 n:780 n:780 \
+             t:c n:1 n:5 n:1 t:x n:60000 n:2 \
+             t:r n:1 n:5 n:2 t:y n:1000 n:3 n:20 \
+             t:c n:1 n:5 n:0 t: n:1000 n:3 \
+             t:f n:1 n:5 n:1 t:z n:2"
+        );
+        let size = size(&parts);
+        assert_eq!(size.keys + size.args, call.0.len());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use tollgate_core::{Counter, Deadline, Reservation, StoreError};
 
-use crate::call::{Counters, Single};
+use crate::call::{self, Counters, Part, Single};
 use crate::record::Record;
 use crate::reply::{self, Reply};
 use crate::scripts::{SCRIPTS, Script};
@@ -32,8 +32,14 @@ pub(crate) async fn single<'a, T: Transport>(
 ) -> Result<Reply, StoreError> {
     let started = Instant::now();
     let script = &SCRIPTS.check;
-    let mut args = transport.args(script, op.size(counters.clone(), record));
-    op.write(&mut args, counters, deadline.cutoff_unix_millis(), record);
+    let parts = [Part {
+        op,
+        counters,
+        record,
+        cutoff: deadline.cutoff_unix_millis(),
+    }];
+    let mut args = transport.args(script, call::size(&parts));
+    call::write(&mut args, &parts);
     let answer = eval(transport, script, args, route, deadline).await?;
     let [reply] = <[Reply; 1]>::try_from(reply::calls(answer, 1)?)
         .map_err(|_| StoreError::InvalidReply("expected 1 reply".into()))?;

@@ -1,6 +1,12 @@
-//! [`Record`]: where a counter script keeps its reply under the call's
+//! [`Record`]: where a counter call keeps its reply under its
 //! [`CheckId`], so that a retry of a call it applied is answered that reply
 //! and applies nothing.
+//!
+//! Records live in hashes, one per 100 ms of deadlines and record lifetime
+//! (`limit:#<lifetime>.<deadline / 100 ms>`), a field per call (its id): a
+//! check's attempts all carry its one deadline, so they all look in the
+//! same hash, and the calls of a batch share one `HMGET` and one `HSET`
+//! instead of a `GET` and a `SET` each.
 
 use std::time::Duration;
 
@@ -11,25 +17,31 @@ use tollgate_core::{CheckId, Deadline};
 /// mark (`Deliveries` refuses a prefix that could make a `limit:` key).
 pub const RECORD_PREFIX: &str = "limit:#";
 
-/// A call's record: its key, and how long it is kept.
+/// How many milliseconds of deadlines share one hash of records: a hash
+/// holds at most this much of a store's traffic, so expiring it is short.
+const SPAN_MS: u64 = 100;
+
+/// A call's record: the hash it is kept in, its field there, and how long
+/// it is kept.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Record {
-    /// `limit:#<id>`, or `limit:#{<tag>}<id>` in the hash slot of `tag`.
+    /// `limit:#<lifetime>.<deadline / 100 ms>`, or `limit:#{<tag>}…` in
+    /// the hash slot of `tag`; empty: no record.
     pub(crate) key: String,
+    /// The call's id, as 32 hex digits: its field in the hash.
+    pub(crate) id: String,
     /// Twice the check's budget and four skew margins, in ms: past it no
     /// attempt of the check can arrive, nor a give-back of it (which starts
     /// at most the budget and 40 ms after the check, and has the check's
-    /// budget and a skew margin). 0: no record.
+    /// budget and a skew margin). The hash is kept twice this after its
+    /// latest write. 0: no record.
     pub(crate) lifetime_ms: u64,
 }
 
 impl Record {
     /// The record of the call `id` on a single endpoint.
     pub(crate) fn new(id: CheckId, deadline: Deadline) -> Record {
-        Record {
-            key: format!("{RECORD_PREFIX}{id}"),
-            lifetime_ms: lifetime_ms(deadline),
-        }
+        Record::in_hash(String::new(), id, deadline)
     }
 
     /// No record: the call is applied without one, and a retry of it is
@@ -38,6 +50,7 @@ impl Record {
     pub(crate) fn none() -> Record {
         Record {
             key: String::new(),
+            id: String::new(),
             lifetime_ms: 0,
         }
     }
@@ -46,10 +59,22 @@ impl Record {
     /// Cluster runs a script on the keys of one slot).
     #[cfg(feature = "tcp")]
     pub(crate) fn tagged(tag: u32, id: CheckId, deadline: Deadline) -> Record {
+        Record::in_hash(format!("{{{tag}}}"), id, deadline)
+    }
+
+    fn in_hash(tag: String, id: CheckId, deadline: Deadline) -> Record {
+        let lifetime_ms = lifetime_ms(deadline);
+        let span = deadline.unix_millis() / SPAN_MS;
         Record {
-            key: format!("{RECORD_PREFIX}{{{tag}}}{id}"),
-            lifetime_ms: lifetime_ms(deadline),
+            key: format!("{RECORD_PREFIX}{tag}{lifetime_ms}.{span}"),
+            id: id.to_string(),
+            lifetime_ms,
         }
+    }
+
+    /// Whether the call has a record.
+    pub(crate) fn is_kept(&self) -> bool {
+        !self.key.is_empty()
     }
 }
 
@@ -76,10 +101,24 @@ mod tests {
     #[test]
     fn a_record_is_kept_twice_the_check_budget_and_four_skew_margins() {
         let id = CheckId::from_u128(0xab);
-        let record = Record::new(id, Deadline::after(Duration::from_millis(350)));
-        assert_eq!(record.key, format!("limit:#{}ab", "0".repeat(30)));
+        let deadline = Deadline::after(Duration::from_millis(350));
+        let record = Record::new(id, deadline);
+        let span = deadline.unix_millis() / 100;
+        assert_eq!(record.key, format!("limit:#780.{span}"));
+        assert_eq!(record.id, format!("{}ab", "0".repeat(30)));
         assert_eq!(record.lifetime_ms, 780);
+        assert!(record.is_kept());
         let huge = Record::new(id, Deadline::after(Duration::MAX));
         assert_eq!(huge.lifetime_ms, 86_400_000, "a day at most");
+    }
+
+    #[test]
+    fn every_attempt_of_a_check_looks_in_one_hash() {
+        let deadline = Deadline::after(Duration::from_millis(350));
+        let id = CheckId::new();
+        assert_eq!(Record::new(id, deadline), Record::new(id, deadline));
+        let other = Record::new(CheckId::new(), deadline);
+        assert_eq!(other.key, Record::new(id, deadline).key);
+        assert_ne!(other.id, Record::new(id, deadline).id);
     }
 }

@@ -54,9 +54,10 @@ macro_rules! write_script {
 /// of calls at once: a batch of checks shares one script call, each call
 /// with its own deadline, record and reply.
 ///
-/// `KEYS`: per call, its counters, then its record when it has one. `ARGV`:
-/// per call, `op`, `n` (its counters), its cutoff (wall-clock ms), its
-/// record's lifetime in ms (`0`: no record, and no record key), then per
+/// `KEYS`: each call's counters, in order, then the `m` hashes of records
+/// the calls use. `ARGV`: `m`, then each hash's record lifetime in ms, then
+/// per call `op`, `n` (its counters), its cutoff (wall-clock ms), its hash
+/// (`1..=m`; `0`: no record), its id (its field in that hash), then per
 /// counter:
 ///
 /// | `op` | what | per counter |
@@ -71,19 +72,21 @@ macro_rules! write_script {
 /// the current ones); `DEADLINE`; or an error reply when a counter holds
 /// something other than a count (nothing written for that call).
 ///
-/// A call with a record (`c`, `r`, `f`) that finds it is answered the
-/// recorded reply and applies nothing, even past its deadline: a retry of
-/// an applied call. Otherwise its reply is recorded for the record's
-/// lifetime (`SET … PX`).
+/// **Records.** The script reads each hash once (`HMGET` of the ids of the
+/// calls that use it). A call (`c`, `r`, `f`) whose id is there is
+/// answered the recorded reply and applies nothing, even past its
+/// deadline: a retry of an applied call. Otherwise its reply is recorded:
+/// one `HSET` per hash of every reply applied, and `PEXPIRE` of twice the
+/// hash's record lifetime.
 ///
 /// `g` reads its record the other way: only when it says the reservation
 /// was applied (or there is none: a reservation sent without one), it
-/// deletes it (so a retry of the reservation applies afresh) and gives each
-/// cost back, removing a counter brought back to 0 (the reservation may
-/// have created it, and a refused reservation creates no counter; a racing
-/// caller's increment in between keeps it above 0, so it stays, with its
-/// lifetime). Otherwise (never applied, or undone already) it changes
-/// nothing. It answers the counts after and is not recorded.
+/// deletes it (`HDEL`, so a retry of the reservation applies afresh) and
+/// gives each cost back, removing a counter brought back to 0 (the
+/// reservation may have created it, and a refused reservation creates no
+/// counter; a racing caller's increment in between keeps it above 0, so it
+/// stays, with its lifetime). Otherwise (never applied, or undone already)
+/// it changes nothing. It answers the counts after and is not recorded.
 ///
 /// **Lifetimes.** `c` and `r` give a counter its lifetime when they create
 /// it (`PEXPIRE` when `INCRBY` answers the call's own cost: the counter was
@@ -92,8 +95,8 @@ macro_rules! write_script {
 /// window ends until at most two windows after the window began.
 ///
 /// **Work.** On the common path a count or reservation is one `INCRBY` per
-/// counter (`PEXPIRE` too when it creates it), one `GET` and one `SET` of
-/// its record; the script reads `TIME` once. `INCRBY` refuses text and
+/// counter (`PEXPIRE` too when it creates it) and a field of its hash of
+/// records; the script reads `TIME` once. `INCRBY` refuses text and
 /// other types by itself; its reply tells what else is wrong: below the
 /// cost (the count was negative), at or above 2^53 (exactness), above a
 /// reservation's max. Then the call takes its increments back (`DECRBY`,
@@ -226,17 +229,12 @@ local function refund(k, a, n)
   return counts
 end
 
-local function give_back(k, a, n, record)
+-- Gives back an applied reservation (`applied`: its record said so, or it
+-- had none).
+local function give_back(k, a, n, applied)
   local counts, err = read(k, n)
-  if not counts then
-    return err
-  end
-  if record then
-    local done = pcall('GET', record)
-    if type(done) ~= 'string' or string.sub(done, 1, 2) ~= '1,' then
-      return counts
-    end
-    call('DEL', record)
+  if not counts or not applied then
+    return counts or err
   end
   for i = 1, n do
     if counts[i] > 0 then
@@ -260,54 +258,101 @@ local function replayed(done)
   return reply
 end
 
--- Records `reply` (numbers) as `record` for `life` ms. `table.concat`
--- writes numbers with 14 digits: exact below 10^14, else an exponent.
-local function remember(record, life, reply)
-  local text = table.concat(reply, ',')
-  if string.find(text, 'e', 1, true) then
+-- A reply (numbers) as a record's text. `table.concat` writes numbers
+-- with 14 digits: exact below 10^14, else an exponent.
+local function text(reply)
+  local written = table.concat(reply, ',')
+  if string.find(written, 'e', 1, true) then
     local parts = {}
     for i = 1, #reply do
       parts[i] = string.format('%.0f', reply[i])
     end
-    text = table.concat(parts, ',')
+    written = table.concat(parts, ',')
   end
-  call('SET', record, text, 'PX', life)
+  return written
 end
 
 local ops = {c = {count, 2}, r = {reserve, 3}, f = {refund, 1}, g = {give_back, 1}}
-local replies = {}
-local k, a = 0, 0
-while a < #ARGV do
-  local op, n, cutoff, life = ops[ARGV[a + 1]], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), ARGV[a + 4]
-  if not op or not n or not cutoff then
-    return redis.error_reply('ERR tollgate: a malformed call')
+local malformed = redis.error_reply('ERR tollgate: a malformed call')
+local m = tonumber(ARGV[1])
+if not m then
+  return malformed
+end
+local hashes, last = #KEYS - m, #ARGV
+
+-- Each hash's ids, read with one HMGET: what each call recorded before.
+local ids, found = {}, {}
+for hash = 1, m do
+  ids[hash] = {}
+end
+local a = 1 + m
+while a < last do
+  local op, n, hash = ops[ARGV[a + 1]], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 4])
+  if not op or not n or not hash or hash > m or not tonumber(ARGV[a + 3]) then
+    return malformed
   end
-  a = a + 4
-  local record
-  if life ~= '0' then
-    record = KEYS[k + n + 1]
+  if hash > 0 then
+    local list = ids[hash]
+    list[#list + 1] = ARGV[a + 5]
   end
+  a = a + 5 + op[2] * n
+end
+for hash = 1, m do
+  local list, seen = ids[hash], {}
+  local values = pcall('HMGET', KEYS[hashes + hash], unpack(list))
+  for i = 1, #list do
+    if values.err then
+      seen[list[i]] = values
+    elseif values[i] then
+      seen[list[i]] = values[i]
+    end
+  end
+  found[hash], ids[hash] = seen, {}
+end
+
+-- Each call, its reply, and each hash's new fields (reusing `ids`).
+local replies, k = {}, 0
+a = 1 + m
+while a < last do
+  local op, n, cutoff, hash, id = ops[ARGV[a + 1]], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5]
+  local done = hash > 0 and found[hash][id]
   local reply
-  if op[1] == give_back then
-    reply = now > cutoff and redis.status_reply('DEADLINE') or give_back(k, a, n, record)
-  else
-    local done = record and pcall('GET', record)
-    if type(done) == 'string' then
-      reply = replayed(done)
-    elseif type(done) == 'table' then
-      reply = done
-    elseif now > cutoff then
+  if type(done) == 'table' then
+    reply = done
+  elseif op[1] == give_back then
+    if now > cutoff then
       reply = redis.status_reply('DEADLINE')
     else
-      reply = op[1](k, a, n)
-      if record and not reply.err then
-        remember(record, life, reply)
+      local applied = hash == 0 or (done and string.sub(done, 1, 2) == '1,')
+      if applied and hash > 0 then
+        call('HDEL', KEYS[hashes + hash], id)
       end
+      reply = give_back(k, a + 5, n, applied)
+    end
+  elseif done then
+    reply = replayed(done)
+  elseif now > cutoff then
+    reply = redis.status_reply('DEADLINE')
+  else
+    reply = op[1](k, a + 5, n)
+    if hash > 0 and not reply.err then
+      local list = ids[hash]
+      list[#list + 1] = id
+      list[#list + 1] = text(reply)
     end
   end
   replies[#replies + 1] = reply
-  k = k + n + (record and 1 or 0)
-  a = a + op[2] * n
+  k = k + n
+  a = a + 5 + op[2] * n
+end
+
+-- One HSET per hash, kept twice its lifetime after this write.
+for hash = 1, m do
+  local list = ids[hash]
+  if #list > 0 then
+    call('HSET', KEYS[hashes + hash], unpack(list))
+    call('PEXPIRE', KEYS[hashes + hash], 2 * tonumber(ARGV[1 + hash]))
+  end
 end
 return replies
 ";

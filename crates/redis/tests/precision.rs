@@ -274,21 +274,23 @@ async fn every_write_script_past_its_deadline_writes_nothing() {
             "count",
             tollgate_redis::scripts::CHECK,
             vec![&a, &b, &record],
-            vec!["c", "2", "CUTOFF", "720", "60000", "1", "60000", "1"],
+            vec![
+                "1", "720", "c", "2", "CUTOFF", "1", "id-c", "60000", "1", "60000", "1",
+            ],
         ),
         (
             "reserve",
             tollgate_redis::scripts::CHECK,
             vec![&a, &b, &record],
             vec![
-                "r", "2", "CUTOFF", "720", "60000", "1", "10", "60000", "1", "10",
+                "1", "720", "r", "2", "CUTOFF", "1", "id-r", "60000", "1", "10", "60000", "1", "10",
             ],
         ),
         (
             "refund",
             tollgate_redis::scripts::CHECK,
             vec![&a, &b, &record],
-            vec!["f", "2", "CUTOFF", "720", "1", "1"],
+            vec!["1", "720", "f", "2", "CUTOFF", "1", "id-f", "1", "1"],
         ),
         (
             "delete",

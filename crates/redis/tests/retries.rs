@@ -214,6 +214,11 @@ async fn the_breaker_opens_on_a_killed_rest_proxy_and_closes_when_it_is_back() {
     breaker_round_trip(store, stop, restart).await;
 }
 
+/// A call's record is its id's field in the hash of its deadline's 100 ms
+/// and its lifetime (twice the check's budget and four skew margins: 780
+/// ms under the default policy), which lives twice that lifetime after its
+/// latest write: the whole time any attempt of the check, or a give-back
+/// of it, can look.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_calls_record_is_kept_twice_the_check_budget_and_the_skew_margin() {
     let server = RedisServer::start();
@@ -225,13 +230,19 @@ async fn a_calls_record_is_kept_twice_the_check_budget_and_the_skew_margin() {
         .count(std::slice::from_ref(&counter), id, budget)
         .await
         .unwrap();
-    let key = format!("{}{id}", tollgate_redis::RECORD_PREFIX);
+    let key = format!(
+        "{}780.{}",
+        tollgate_redis::RECORD_PREFIX,
+        budget.unix_millis() / 100
+    );
     let mut admin = admin(&server.url()).await;
     let redis::Value::Int(left) = support::run(&mut admin, &["PTTL", &key]).await else {
         panic!("PTTL is not a number")
     };
-    assert!((1..=780).contains(&left), "the record lives {left} ms");
-    assert_eq!(stored(&mut admin, &key).await.as_deref(), Some("1"));
+    assert!((780..=1_560).contains(&left), "the record lives {left} ms");
+    let field = id.to_string();
+    let recorded = support::run(&mut admin, &["HGET", &key, &field]).await;
+    assert_eq!(recorded, redis::Value::BulkString(b"1".to_vec()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,21 +250,26 @@ async fn a_retry_past_the_deadline_is_answered_its_record_and_writes_nothing() {
     let server = RedisServer::start();
     let mut admin = admin(&server.url()).await;
     let key = support::counter("late-retry", 1, 10).key;
-    let record = format!(
-        "{}{}",
+    // The hash of records, and the call's field there.
+    let hash = format!(
+        "{}780.{}",
         tollgate_redis::RECORD_PREFIX,
-        tollgate_core::CheckId::new()
+        tollgate_test_support::unique()
     );
-    let eval = |record: &str, cutoff: u64| {
+    let record = tollgate_core::CheckId::new().to_string();
+    let eval = |id: &str, cutoff: u64| {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(tollgate_redis::scripts::CHECK)
             .arg(2)
             .arg(&key)
-            .arg(record)
+            .arg(&hash)
+            .arg(1)
+            .arg(780)
             .arg("c")
             .arg(1)
             .arg(cutoff)
-            .arg(780)
+            .arg(1)
+            .arg(id)
             .arg(60_000)
             .arg(3);
         cmd
@@ -277,7 +293,7 @@ async fn a_retry_past_the_deadline_is_answered_its_record_and_writes_nothing() {
         "a late retry of an applied call is not answered its record"
     );
     assert_eq!(stored(&mut admin, &key).await.as_deref(), Some("3"));
-    let fresh = format!("{record}x");
+    let fresh = tollgate_core::CheckId::new().to_string();
     let refused: redis::Value = eval(&fresh, now - 1).query_async(&mut admin).await.unwrap();
     assert_eq!(
         refused,

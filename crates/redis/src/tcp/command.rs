@@ -125,7 +125,7 @@ fn mget(keys: &[&str]) -> Cmd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::Counters;
+    use crate::call::{Counters, Part};
     use crate::scripts::SCRIPTS;
 
     fn args(cmd: &Cmd) -> Vec<Vec<u8>> {
@@ -148,10 +148,17 @@ mod tests {
         }];
         let record = crate::record::Record {
             key: "r".into(),
+            id: "i".into(),
             lifetime_ms: 9,
         };
-        let mut cmd = evalsha(script, Counters::Refund.size(counters.iter(), &record));
-        Counters::Refund.write(&mut cmd, &counters, 7, &record);
+        let parts = [Part {
+            op: Counters::Refund,
+            counters: counters.iter(),
+            record: &record,
+            cutoff: 7,
+        }];
+        let mut cmd = evalsha(script, crate::call::size(&parts));
+        crate::call::write(&mut cmd, &parts);
         let eval = as_eval(&cmd, script.code);
         let sent = args(&cmd);
         let resent = args(&eval);
@@ -162,7 +169,19 @@ mod tests {
         assert_eq!(sent[2..], resent[2..]);
         assert_eq!(
             resent[2..],
-            [&b"2"[..], b"a:1", b"r", b"f", b"1", b"7", b"9", b"42"]
+            [
+                &b"2"[..],
+                b"a:1",
+                b"r",
+                b"1",
+                b"9",
+                b"f",
+                b"1",
+                b"7",
+                b"1",
+                b"i",
+                b"42"
+            ]
         );
     }
 }

@@ -81,6 +81,7 @@ async fn a_count_is_one_evalsha_with_the_deadline_first() {
     assert_eq!(sent.len(), 1);
     let cutoff = deadline.cutoff_unix_millis().to_string();
     let sha = &SCRIPTS.check.sha;
+    let hash = format!("limit:#2080.{}", deadline.unix_millis() / 100);
     assert_eq!(
         sent[0],
         json!([
@@ -89,11 +90,14 @@ async fn a_count_is_one_evalsha_with_the_deadline_first() {
             "3",
             "a",
             "b",
-            format!("limit:#{id}"),
+            hash,
+            "1",
+            "2080",
             "c",
             "2",
             cutoff,
-            "2080",
+            "1",
+            id.to_string(),
             "60000",
             "2",
             "60000",
@@ -197,11 +201,14 @@ async fn every_operation_reads_its_reply() {
         json!([
             "2",
             "a",
-            format!("limit:#{id}"),
+            format!("limit:#2080.{}", d.unix_millis() / 100),
+            "1",
+            "2080",
             "f",
             "1",
             cutoff,
-            "2080",
+            "1",
+            id.to_string(),
             "3"
         ])
         .as_array()
