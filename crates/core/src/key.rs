@@ -137,12 +137,28 @@ impl Limit {
             key: self.counter_key(window.index(now_secs)),
             ttl: window.duration(),
             cost: self.cost,
-            max: if self.rule.is_shadow() {
-                MAX_COUNT
-            } else {
-                self.rule.max()
-            },
+            max: self.counter_max(),
         }
+    }
+
+    /// The ceiling of this limit's counter: its rule's max, or for a shadow
+    /// rule [`MAX_COUNT`] (it never blocks a reservation).
+    #[inline]
+    fn counter_max(&self) -> u64 {
+        if self.rule.is_shadow() {
+            MAX_COUNT
+        } else {
+            self.rule.max()
+        }
+    }
+
+    /// Whether this limit's cost fits on top of `count`: what
+    /// [`Counter::fits`] says of its [`counter`](Limit::counter), without
+    /// building the counter's key.
+    pub(crate) fn fits(&self, count: u64) -> bool {
+        count
+            .checked_add(self.cost)
+            .is_some_and(|total| total <= self.counter_max())
     }
 }
 
@@ -254,6 +270,27 @@ mod tests {
             Err(Error::InvalidCost(0))
         ));
         assert!(limit.with_cost(MAX_COUNT + 1).is_err());
+    }
+
+    #[test]
+    fn a_limit_fits_exactly_when_its_counter_does() {
+        let rule = Rule::new("r", 10, Window::DAY).unwrap_or_else(|e| panic!("{e}"));
+        let shadow = rule.clone().with_shadow(true);
+        for rule in [rule, shadow] {
+            for cost in [1, 3, 10, 11, MAX_COUNT] {
+                let limit = rule.limit::<&str>(&[]).and_then(|l| l.with_cost(cost));
+                let limit = limit.unwrap_or_else(|e| panic!("{e}"));
+                let counter = limit.counter(100);
+                for count in [0, 7, 8, 10, MAX_COUNT - 1, MAX_COUNT, u64::MAX] {
+                    assert_eq!(
+                        limit.fits(count),
+                        counter.fits(count),
+                        "cost {cost}, count {count}, shadow {}",
+                        rule.is_shadow()
+                    );
+                }
+            }
+        }
     }
 
     #[test]

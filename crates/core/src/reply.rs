@@ -61,6 +61,22 @@ pub(crate) fn usage(
         .collect())
 }
 
+/// The usage of each limit of a reservation that the local cache refused,
+/// at the counts it last saw of them (`counts`, one per limit): nothing
+/// spent, and no counter key (nothing to refund or note).
+pub(crate) fn refused_locally(limits: &[Limit], counts: Vec<u64>, now: u64) -> Arc<[Usage]> {
+    // One allocation: the iterator knows its length.
+    limits
+        .iter()
+        .zip(counts)
+        .map(|(limit, count)| {
+            // As a refused reservation reads (`usage`), against the rule's own max.
+            let past_max = count.saturating_add(limit.cost()) > limit.rule().max();
+            Usage::new(limit, String::new(), count, now, past_max)
+        })
+        .collect()
+}
+
 /// `counts` when there is one per counter asked for.
 pub(crate) fn same_len(expected: usize, counts: Vec<u64>) -> Result<Vec<u64>, StoreError> {
     if counts.len() == expected {

@@ -18,7 +18,9 @@ pub struct Usage {
     shadow_over: bool,
     /// Where the cost went: the counter key (`limit:<key>:<index>`), the
     /// length of its part before the index, and the window index (for
-    /// refunds and settles; never shown).
+    /// refunds, settles and the local cache; never shown). Empty in a
+    /// refusal the local cache answered: it spent nothing, so nothing is
+    /// refunded or noted from it.
     key: String,
     prefix: usize,
     index: u64,
@@ -28,8 +30,8 @@ pub struct Usage {
 
 impl Usage {
     /// The usage of `limit` at `count` in the counter stored at `key` (the
-    /// limit's counter key at `now_secs`); `past_max` when it refuses the
-    /// call (a shadow rule only reports it).
+    /// limit's counter key at `now_secs`, or empty for a local refusal);
+    /// `past_max` when it refuses the call (a shadow rule only reports it).
     pub(crate) fn new(
         limit: &Limit,
         key: String,

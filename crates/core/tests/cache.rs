@@ -179,6 +179,49 @@ async fn a_shadow_rule_over_its_max_is_logged_by_name() {
     );
 }
 
+#[tokio::test]
+async fn a_local_refusal_reads_as_the_stores_shadow_rules_included() {
+    let clock = ManualClock::new(Duration::from_secs(NOON));
+    let (limiter, store) = limiter(&clock);
+    let dark = rule("dark", 1, Window::DAY).with_shadow(true);
+    let limits = [
+        rule("full", 1, Window::DAY).limit(&["a"]).unwrap(),
+        rule("roomy", 100, Window::MINUTE).limit(&["a"]).unwrap(),
+        dark.limit(&["a"]).unwrap(),
+    ];
+    assert!(limiter.reserve(&limits).await.unwrap().is_allowed());
+    let stored = limiter.reserve(&limits).await.unwrap();
+    assert!(!stored.is_allowed() && !stored.is_local());
+    let before = calls(&store);
+    let local = limiter.reserve(&limits).await.unwrap();
+    assert!(local.is_local() && !local.has_spent());
+    assert_eq!(local.limited(), stored.limited());
+    let read = |v: &tollgate_core::Verdict| -> Vec<_> {
+        v.usage()
+            .iter()
+            .map(|u| {
+                let over = (u.is_over(), u.is_shadow_over(), u.never_fits());
+                (
+                    u.name().to_owned(),
+                    u.remaining(),
+                    u.reset(),
+                    u.retry_after(),
+                    over,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(read(&local), read(&stored));
+    assert_eq!(
+        local.shadow_limited().count(),
+        1,
+        "the shadow rule is reported"
+    );
+    // It spent nothing: nothing to give back, and no round trip to try.
+    limiter.refund(&local, "full", 1).await.unwrap();
+    assert_eq!(calls(&store), before);
+}
+
 #[test]
 fn metrics_count_checks_by_rule_and_outcome() {
     let recorder = DebuggingRecorder::new();

@@ -16,21 +16,25 @@
 //! refused here. Refunds and resets through this limiter clear their
 //! entries at once.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+mod table;
+
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use crate::{Counter, Usage, observe};
+use crate::{Limit, Usage, observe};
+use table::Table;
 
-/// A bounded map of counter keys to the count last seen, oldest evicted
-/// first; each entry answers for at most `age`.
+/// A bounded map of counters to the count last seen, oldest evicted
+/// first; each entry answers for at most `age`. Counters are known by the
+/// parts of their keys ([`Table`]): a refused check builds no key.
 #[derive(Debug)]
 pub(crate) struct LocalCache {
     capacity: usize,
     /// How long after the store gave a count its entry may answer.
     age: Duration,
-    inner: Mutex<Inner>,
+    /// Refusals only read, so they never wait for one another.
+    inner: RwLock<Table<Seen>>,
     /// Bumped by every [`LocalCache::forget`], under the lock: a store
     /// answer obtained before a refund or reset is never noted after it.
     epoch: AtomicU64,
@@ -50,27 +54,6 @@ struct Seen {
     at: Duration,
 }
 
-#[derive(Debug, Default)]
-struct Inner {
-    /// Counter key → what the store last said of it.
-    seen: HashMap<String, Seen>,
-    /// Keys in the order they were first remembered (some may have been
-    /// forgotten since; they are skipped, and compacted away in time).
-    order: VecDeque<String>,
-}
-
-impl Inner {
-    /// Forgotten keys linger in `order`; drops them now and then
-    /// (amortised: at most once per `capacity` insertions), so that `order`
-    /// stays within twice the capacity.
-    fn compact(&mut self, capacity: usize) {
-        if self.order.len() >= 2 * capacity {
-            let Inner { seen, order } = self;
-            order.retain(|k| seen.contains_key(k));
-        }
-    }
-}
-
 impl LocalCache {
     /// A cache holding at most `capacity` counters, each answering for at
     /// most `age` after the store gave its count.
@@ -78,7 +61,7 @@ impl LocalCache {
         LocalCache {
             capacity: capacity.max(1),
             age,
-            inner: Mutex::default(),
+            inner: RwLock::default(),
             epoch: AtomicU64::new(0),
             entries: AtomicUsize::new(0),
         }
@@ -95,9 +78,9 @@ impl LocalCache {
     }
 
     /// Records how many counters `inner` now holds.
-    fn counted(&self, inner: &Inner) {
-        self.entries.store(inner.seen.len(), Ordering::Release);
-        observe::cache_entries(inner.seen.len());
+    fn counted(&self, inner: &Table<Seen>) {
+        self.entries.store(inner.len(), Ordering::Release);
+        observe::cache_entries(inner.len());
     }
 
     /// Whether an entry the store gave at `at` still answers at `now`: its
@@ -107,23 +90,30 @@ impl LocalCache {
         seen.ends > now.as_secs() && now.checked_sub(seen.at).is_some_and(|age| age < self.age)
     }
 
-    /// The counts last seen of every counter of a check at `now` (the
-    /// limiter's clock), when every one is known, still answers (see
-    /// [`note`](LocalCache::note)) and at least one of them cannot take its
-    /// cost; `None` otherwise (the store must answer).
-    pub(crate) fn refusal(&self, counters: &[Counter], now: Duration) -> Option<Vec<u64>> {
+    /// The counts last seen of the counters of `limits` at `now` (the
+    /// limiter's clock), one per limit, when every one is known, still
+    /// answers (see [`note`](LocalCache::note)) and at least one of them
+    /// cannot take its limit's cost; `None` otherwise (the store must
+    /// answer). Builds no key: counters are looked up by their parts.
+    pub(crate) fn refusal(&self, limits: &[Limit], now: Duration) -> Option<Vec<u64>> {
         if self.is_empty() {
             return None;
         }
-        let inner = self.lock();
-        let mut counts = Vec::with_capacity(counters.len());
+        let secs = now.as_secs();
+        let inner = self.read();
+        // Allocated at the first counter found: a check of a new visitor
+        // usually misses at once.
+        let mut counts = Vec::new();
         let mut full = false;
-        for counter in counters {
-            let seen = inner.seen.get(&counter.key)?;
+        for limit in limits {
+            let seen = inner.get(limit.stored(), limit.rule().window().index(secs))?;
             if !self.answers(seen, now) {
                 return None;
             }
-            full |= !counter.fits(seen.count);
+            full |= !limit.fits(seen.count);
+            if counts.capacity() == 0 {
+                counts = Vec::with_capacity(limits.len());
+            }
             counts.push(seen.count);
         }
         full.then_some(counts)
@@ -138,48 +128,56 @@ impl LocalCache {
     /// a refund or reset (an older epoch) is dropped: it may predate the
     /// room the refund made.
     pub(crate) fn note(&self, epoch: u64, usage: &[Usage], full: bool, at: Duration) {
-        if !full && self.is_empty() {
+        // An answer with room only updates counters already remembered, and
+        // most (a new visitor's) touch none: that is found under the read
+        // lock, without holding refusals back.
+        if !full && (self.is_empty() || !self.knows_any(usage)) {
             return;
         }
-        let mut inner = self.lock();
+        let mut inner = self.write();
         if self.epoch.load(Ordering::Acquire) != epoch {
             return;
         }
+        let mut grew = false;
         for usage in usage {
-            let key = usage.counter_key();
+            let (stored, index) = (usage.stored(), usage.index());
             let seen = Seen {
                 count: usage.count(),
                 ends: usage.reset(),
                 at,
             };
-            match inner.seen.get_mut(key) {
+            match inner.get_mut(stored, index) {
                 Some(entry) => *entry = seen,
                 None if !full => {}
                 None => {
-                    while inner.seen.len() >= self.capacity {
-                        let Some(oldest) = inner.order.pop_front() else {
-                            break;
-                        };
-                        inner.seen.remove(&oldest);
-                    }
-                    inner.compact(self.capacity);
-                    inner.seen.insert(key.to_owned(), seen);
-                    inner.order.push_back(key.to_owned());
+                    inner.insert(self.capacity, stored, index, seen);
+                    grew = true;
                 }
             }
         }
-        self.counted(&inner);
+        if grew {
+            self.counted(&inner);
+        }
     }
 
-    /// Forgets `keys` (after a refund or a reset through this limiter) and
-    /// starts a new epoch, so that no answer obtained before it is noted.
-    /// Called before the store call and again after it.
-    pub(crate) fn forget<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
-        let mut inner = self.lock();
+    /// Whether any counter of `usage` is remembered.
+    fn knows_any(&self, usage: &[Usage]) -> bool {
+        let inner = self.read();
+        usage
+            .iter()
+            .any(|u| inner.get(u.stored(), u.index()).is_some())
+    }
+
+    /// Forgets the counters `(stored, index)` (after a refund or a reset
+    /// through this limiter) and starts a new epoch, so that no answer
+    /// obtained before it is noted. Called before the store call and again
+    /// after it.
+    pub(crate) fn forget<'a>(&self, counters: impl IntoIterator<Item = (&'a str, u64)>) {
+        let mut inner = self.write();
         self.epoch.fetch_add(1, Ordering::AcqRel);
         let mut removed = false;
-        for key in keys {
-            removed |= inner.seen.remove(key).is_some();
+        for (stored, index) in counters {
+            removed |= inner.remove(stored, index);
         }
         if removed {
             self.counted(&inner);
@@ -189,12 +187,16 @@ impl LocalCache {
     /// How many counters are remembered.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.lock().seen.len()
+        self.read().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // Plain values: consistent even after a panic elsewhere.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    // Plain values: consistent even after a panic elsewhere.
+    fn read(&self) -> RwLockReadGuard<'_, Table<Seen>> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Table<Seen>> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -209,22 +211,31 @@ mod tests {
         Duration::from_secs(n)
     }
 
-    /// What a check saw of counter `key`: `count`, its minute window
-    /// ending at second 60.
-    fn seen(key: &str, count: u64) -> Usage {
-        let rule = crate::Rule::new("r", 1_000, crate::Window::MINUTE);
-        let limit = rule.and_then(|r| r.limit::<&str>(&[]));
-        let limit = limit.unwrap_or_else(|e| panic!("{e}"));
-        Usage::new(&limit, key.to_owned(), count, 0, false)
+    /// The rule of every counter of these tests: counters `limit:r:<key>:0`
+    /// of minute windows, for a check of a second before 60.
+    fn rule(max: u64) -> crate::Rule {
+        let rule = crate::Rule::new("r", max, crate::Window::MINUTE);
+        rule.and_then(|r| r.with_key(&["k"]))
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn counter(key: &str, cost: u64, max: u64) -> Counter {
-        Counter {
-            key: key.into(),
-            ttl: Duration::from_secs(60),
-            cost,
-            max,
-        }
+    /// What a check saw of counter `key`: `count`, its window ending at
+    /// second 60.
+    fn seen(key: &str, count: u64) -> Usage {
+        let limit = rule(1_000).limit(&[key]).unwrap_or_else(|e| panic!("{e}"));
+        Usage::new(&limit, limit.counter_key(0), count, 0, false)
+    }
+
+    /// A check of counter `key` costing `cost` against `max`.
+    fn counter(key: &str, cost: u64, max: u64) -> Limit {
+        let limit = rule(max).limit(&[key]).and_then(|l| l.with_cost(cost));
+        limit.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Forgets the counters `keys` of window 0.
+    fn forget(cache: &LocalCache, keys: &[&str]) {
+        let stored: Vec<String> = keys.iter().map(|k| format!("limit:r:{k}:")).collect();
+        cache.forget(stored.iter().map(|s| (s.as_str(), 0)));
     }
 
     #[test]
@@ -239,7 +250,7 @@ mod tests {
         assert_eq!(cache.refusal(&roomy, secs(10)), None, "b alone has room");
         let other = [counter("a", 1, 5), counter("c", 1, 100)];
         assert_eq!(cache.refusal(&other, secs(10)), None, "c is not known");
-        cache.forget(["a"]);
+        forget(&cache, &["a"]);
         assert_eq!(
             cache.refusal(&full, secs(10)),
             None,
@@ -277,7 +288,7 @@ mod tests {
     fn an_answer_from_before_a_refund_or_reset_is_not_noted() {
         let cache = LocalCache::new(10, AGE);
         let epoch = cache.epoch();
-        cache.forget(["a"]);
+        forget(&cache, &["a"]);
         cache.note(epoch, &[seen("a", 5)], true, secs(0));
         assert_eq!(cache.len(), 0, "a stale full answer came back");
         cache.note(cache.epoch(), &[seen("a", 5)], true, secs(0));
@@ -290,9 +301,9 @@ mod tests {
         for round in 0..100 {
             let key = format!("k{round}");
             cache.note(cache.epoch(), &[seen(&key, 1)], true, secs(0));
-            cache.forget([key.as_str()]);
+            forget(&cache, &[key.as_str()]);
         }
-        assert!(cache.lock().order.len() <= 8);
+        assert!(cache.read().order_len() <= 8);
     }
 
     #[test]
@@ -301,9 +312,9 @@ mod tests {
         assert!(cache.is_empty());
         cache.note(0, &[seen("a", 5), seen("b", 1)], true, secs(0));
         assert!(!cache.is_empty());
-        cache.forget(["a", "x"]);
+        forget(&cache, &["a", "x"]);
         assert!(!cache.is_empty(), "b is still known");
-        cache.forget(["b"]);
+        forget(&cache, &["b"]);
         assert!(
             cache.is_empty(),
             "the entry count (the cache_entries gauge, the empty fast path) was not updated"

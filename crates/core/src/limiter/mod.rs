@@ -172,25 +172,19 @@ impl Limiter {
         }
         let at = self.clock.now();
         let now = at.as_secs();
-        let mut counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
         let cache = self.cache.as_deref().filter(|_| mode == Mode::Reserve);
-        if let Some(seen) = cache.and_then(|cache| cache.refusal(&counters, at)) {
-            let reply = Reservation {
-                applied: false,
-                counts: seen,
-            };
-            match reply::usage(limits, counters, Mode::Reserve, reply, now) {
-                Ok(usage) => {
-                    let verdict = Verdict::local(usage);
-                    self.report(&verdict, true);
-                    return Ok(verdict);
-                }
-                // The cache holds only counts the store gave and answers
-                // only when one cannot fit; should that ever not read as a
-                // refusal, the store answers instead.
-                Err(_) => counters = limits.iter().map(|l| l.counter(now)).collect(),
+        // Before any counter key is built: a refused check builds none.
+        if let Some(seen) = cache.and_then(|cache| cache.refusal(limits, at)) {
+            let verdict = Verdict::local(reply::refused_locally(limits, seen, now));
+            // The cache holds only counts the store gave and answers only
+            // when one cannot fit; should that ever not read as a refusal,
+            // the store answers instead.
+            if !verdict.is_allowed() {
+                self.report(&verdict, true);
+                return Ok(verdict);
             }
         }
+        let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
         let epoch = cache.map_or(0, LocalCache::epoch);
         let id = CheckId::new();
         let reply = match mode {
@@ -286,9 +280,10 @@ impl Limiter {
     /// whether there was one. Fail-closed.
     pub async fn reset(&self, limit: &Limit) -> Result<bool, Error> {
         let now = self.clock.now().as_secs();
-        let key = limit.counter_key(limit.rule().window().index(now));
+        let index = limit.rule().window().index(now);
+        let key = limit.counter_key(index);
         if let Some(cache) = &self.cache {
-            cache.forget([key.as_str()]);
+            cache.forget([(limit.stored(), index)]);
         }
         let deleted = self
             .attempts
@@ -296,7 +291,7 @@ impl Limiter {
             .await
             .map_err(Error::Unavailable);
         if let Some(cache) = &self.cache {
-            cache.forget([key.as_str()]);
+            cache.forget([(limit.stored(), index)]);
         }
         deleted
     }

@@ -81,6 +81,8 @@ impl Limiter {
         }
         let now = self.clock.now().as_secs();
         let mut refunds = Vec::new();
+        // The refunded counters by their parts, for the local cache.
+        let mut refunded = Vec::new();
         let mut excess = Vec::new();
         for (i, usage) in usages {
             let window = usage.window();
@@ -94,13 +96,14 @@ impl Limiter {
             let current = window.index(now);
             if back > 0 && usage.index() == current {
                 refunds.push(counter(usage.counter_key().to_owned(), back));
+                refunded.push((usage.stored(), current));
             }
             if more > 0 {
                 excess.push(counter(key::counter_key(usage.stored(), current), more));
             }
         }
         if !refunds.is_empty() {
-            self.forget(&refunds);
+            self.forget(&refunded);
             let id = CheckId::new();
             let done = self
                 .attempts
@@ -109,7 +112,7 @@ impl Limiter {
                 })
                 .await
                 .and_then(|counts| reply::same_len(refunds.len(), counts));
-            self.forget(&refunds);
+            self.forget(&refunded);
             if let Err(err) = done {
                 return Err(self.failures.unavailable(rule, err));
             }
@@ -130,12 +133,13 @@ impl Limiter {
         Ok(())
     }
 
-    /// Drops `counters` from the local cache: a refund makes room the
-    /// cache must not hide (before the call, and after it, for a check that
-    /// noted a count in between).
-    fn forget(&self, counters: &[Counter]) {
+    /// Drops `counters` (by their parts, `limit:<key>:` and the window
+    /// index) from the local cache: a refund makes room the cache must not
+    /// hide (before the call, and after it, for a check that noted a count
+    /// in between).
+    fn forget(&self, counters: &[(&str, u64)]) {
         if let Some(cache) = &self.cache {
-            cache.forget(counters.iter().map(|c| c.key.as_str()));
+            cache.forget(counters.iter().copied());
         }
     }
 }
