@@ -146,6 +146,7 @@ fn workload(args: &Args, limits: u16) -> Workload {
         cost: args.cost,
         attack: args.attack,
         fresh: Arc::default(),
+        run: tollgate::CheckId::new().to_string().into(),
     }
 }
 

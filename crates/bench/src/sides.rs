@@ -59,6 +59,10 @@ pub(crate) struct Workload {
     pub(crate) attack: Option<f64>,
     /// The next new visitor of the attack workload.
     pub(crate) fresh: Arc<AtomicU64>,
+    /// This run's name for its new visitors (a random id), so that a run
+    /// against a server that kept an earlier run's counters meets new
+    /// visitors still, not visitors over their limits.
+    pub(crate) run: Arc<str>,
 }
 
 /// The attackers of the attack workload.
@@ -78,7 +82,8 @@ impl Workload {
                 if roll < share {
                     format!("attacker-{}", principal % ATTACKERS)
                 } else {
-                    format!("visitor-{}", self.fresh.fetch_add(1, Ordering::Relaxed))
+                    let n = self.fresh.fetch_add(1, Ordering::Relaxed);
+                    format!("visitor-{}-{n}", self.run)
                 }
             }
         }
