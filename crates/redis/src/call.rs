@@ -53,6 +53,7 @@ pub(crate) enum Counters {
     /// `f`, refund: cost per counter.
     Refund,
     /// `g`, give back a reservation (Redis Cluster): cost per counter.
+    #[cfg_attr(not(feature = "tcp"), allow(dead_code))]
     GiveBack,
 }
 

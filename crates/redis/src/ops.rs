@@ -4,24 +4,33 @@
 //! ([`endpoint_store!`]); the cluster store runs each per hash slot; both
 //! keep marks through [`mark_store!`].
 
+#[cfg(feature = "tcp")]
 use std::time::Instant;
 
-use tollgate_core::{Counter, Deadline, Reservation, StoreError};
+#[cfg(feature = "tcp")]
+use tollgate_core::{Counter, Reservation};
+use tollgate_core::{Deadline, StoreError};
 
-use crate::call::{self, Counters, Part, Single};
+use crate::call::Single;
+#[cfg(feature = "tcp")]
+use crate::call::{self, Counters, Part};
+#[cfg(feature = "tcp")]
 use crate::record::Record;
 use crate::reply::{self, Reply};
 use crate::scripts::{SCRIPTS, Script};
 use crate::transport::{Transport, eval, mget};
 
 /// A batch of counters (all of a call's, or one slot's), in order.
+#[cfg(feature = "tcp")]
 pub(crate) trait Batch<'a>: Iterator<Item = &'a Counter> + Clone + Send {}
 
+#[cfg(feature = "tcp")]
 impl<'a, I: Iterator<Item = &'a Counter> + Clone + Send> Batch<'a> for I {}
 
 /// One call of [`CHECK`](crate::scripts::CHECK) (a batch of one): `op` on
 /// `counters`, recorded as `record`; its own reply, read by
 /// [`reply::script_result`].
+#[cfg(feature = "tcp")]
 pub(crate) async fn single<'a, T: Transport>(
     transport: &T,
     op: Counters,
@@ -47,6 +56,7 @@ pub(crate) async fn single<'a, T: Transport>(
 }
 
 /// A count recorded as `record`: the new counts.
+#[cfg(feature = "tcp")]
 pub(crate) async fn count<'a, T: Transport>(
     transport: &T,
     counters: impl Batch<'a>,
@@ -68,6 +78,7 @@ pub(crate) async fn count<'a, T: Transport>(
 }
 
 /// A reservation recorded as `record`: whether it applied, and the counts.
+#[cfg(feature = "tcp")]
 pub(crate) async fn reserve<'a, T: Transport>(
     transport: &T,
     counters: impl Batch<'a>,
@@ -90,6 +101,7 @@ pub(crate) async fn reserve<'a, T: Transport>(
 
 /// A refund recorded as `record`, or with `give_back` the give-back of the
 /// reservation recorded as `record`: the new counts.
+#[cfg(feature = "tcp")]
 pub(crate) async fn refund<'a, T: Transport>(
     transport: &T,
     counters: impl Batch<'a>,
