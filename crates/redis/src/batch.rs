@@ -11,7 +11,8 @@
 //!
 //! A batch is sent by a task of its own, so a caller that gives up (its
 //! attempt's timer) drops its wait and nobody else's. The task waits for
-//! the reply at most until the latest deadline among its calls; a call
+//! the reply at most until the latest deadline among its calls and two
+//! skew margins (as long as the limiter awaits an answer); a call
 //! whose caller gave up, or whose deadline passed, before its batch left
 //! is not sent.
 
@@ -197,7 +198,10 @@ async fn send<T: Transport<Route = ()>>(transport: &T, batch: Vec<Member>) {
     drop(parts);
     let mut route = ();
     let sent = eval(transport, script, args, &mut route, latest);
-    let answer = match tokio::time::timeout(latest.remaining(), sent).await {
+    // Awaited as long as the limiter awaits an answer: its deadline, and
+    // two skew margins for an answer the server applied by its cutoff.
+    let until = latest.instant() + Deadline::SKEW_MARGIN * 2;
+    let answer = match tokio::time::timeout_at(until.into(), sent).await {
         Ok(answer) => answer.and_then(|answer| reply::calls(answer, members.len())),
         Err(_) => Err(StoreError::Timeout(started.elapsed())),
     };

@@ -18,8 +18,9 @@
 //! (other text, a negative number, a number over 2^53, another type)
 //! answers an error reply and leaves every counter as it was.
 //!
-//! Lua numbers are doubles. Counts and costs are at most 2^53 and maxes at
-//! most 2^53 - 1 (the core's bounds), so every count, cost and max is exact;
+//! Lua numbers are doubles. Counts, costs and maxes are at most 2^53 (the
+//! core's bounds; a shadow rule's max is 2^53), so every count, cost and
+//! max is exact;
 //! `count + cost` is exact up to 2^53 and, above it, rounds to a value that
 //! is still above 2^53 (rounding is monotonic and 2^53 is a double), so
 //! `math.min(count + cost, 2^53)` saturates exactly and `count + cost <= max`
@@ -183,7 +184,9 @@ local function reserve(k, a, n)
     local at = a + 3 * i - 1
     local cost = tonumber(ARGV[at])
     local new = pcall('INCRBY', KEYS[k + i], ARGV[at])
-    if type(new) ~= 'number' or new < cost or new > tonumber(ARGV[at + 1]) then
+    -- At 2^53 and above a double no longer tells 2^53 + 1 from 2^53: that
+    -- case (a max of 2^53, a shadow rule's) goes to the exact path too.
+    if type(new) ~= 'number' or new < cost or new >= LIMIT or new > tonumber(ARGV[at + 1]) then
       undo(k, a, 3, type(new) == 'number' and i or i - 1)
       local counts, err = read(k, n)
       if not counts then
@@ -191,7 +194,8 @@ local function reserve(k, a, n)
       end
       local fits = 1
       for j = 1, n do
-        if counts[j] + tonumber(ARGV[a + 3 * j - 1]) > tonumber(ARGV[a + 3 * j]) then
+        -- Exact: the difference of two integers up to 2^53.
+        if tonumber(ARGV[a + 3 * j - 1]) > tonumber(ARGV[a + 3 * j]) - counts[j] then
           fits = 0
         end
       end
@@ -324,10 +328,10 @@ while a < last do
       reply = redis.status_reply('DEADLINE')
     else
       local applied = hash == 0 or (done and string.sub(done, 1, 2) == '1,')
-      if applied and hash > 0 then
+      reply = give_back(k, a + 5, n, applied)
+      if applied and hash > 0 and not reply.err then
         call('HDEL', KEYS[hashes + hash], id)
       end
-      reply = give_back(k, a + 5, n, applied)
     end
   elseif done then
     reply = replayed(done)
@@ -336,9 +340,11 @@ while a < last do
   else
     reply = op[1](k, a + 5, n)
     if hash > 0 and not reply.err then
-      local list = ids[hash]
+      local list, written = ids[hash], text(reply)
       list[#list + 1] = id
-      list[#list + 1] = text(reply)
+      list[#list + 1] = written
+      -- A second call of the same id in this script is its replay.
+      found[hash][id] = written
     end
   end
   replies[#replies + 1] = reply

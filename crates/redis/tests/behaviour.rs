@@ -43,10 +43,6 @@ fn calls(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// What one script run of `n` counters calls inside Redis, `times` over.
-/// The commands of `times` counter scripts on `n` counters each: per
-/// script, the clock, a `GET` of its record, a `GET` and a `SET` per
-/// counter, and the `SET` of its record.
 /// The commands of `times` refunds of `n` counters, one script call each:
 /// each counter read and written, and the call's record looked up in its
 /// hash and written there (which lives twice its lifetime after).

@@ -392,3 +392,36 @@ async fn a_store_call_past_its_deadline_is_a_timeout_and_sends_nothing() {
         Claim::Acquired
     );
 }
+
+/// A shadow rule's max is 2^53, where a double no longer tells 2^53 + 1
+/// from 2^53: a reservation one past it is refused, nothing written, and
+/// one that reaches it exactly is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_against_a_max_of_2_pow_53_is_exact() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+    let mut top = counter("top-max", 5, TOP);
+    run(&mut admin, &["SET", &top.key, "9007199254740988"]).await;
+    let over = store
+        .reserve(std::slice::from_ref(&top), CheckId::new(), deadline())
+        .await
+        .unwrap();
+    assert!(!over.applied, "2^53 - 4 + 5 is over a max of 2^53");
+    assert_eq!(over.counts, vec![TOP - 4]);
+    assert_eq!(
+        stored(&mut admin, &top.key).await.as_deref(),
+        Some("9007199254740988")
+    );
+    top.cost = 4;
+    let fits = store
+        .reserve(std::slice::from_ref(&top), CheckId::new(), deadline())
+        .await
+        .unwrap();
+    assert!(fits.applied, "2^53 - 4 + 4 fits a max of 2^53");
+    assert_eq!(fits.counts, vec![TOP]);
+    assert_eq!(
+        stored(&mut admin, &top.key).await.as_deref(),
+        Some("9007199254740992")
+    );
+}

@@ -25,11 +25,13 @@ pub async fn a_retried_count_applies_once_and_answers_what_it_applied<H: Harness
     let [a, b] = ["a", "b"].map(|k| format!("limit:retry:{id}:{k}:1"));
     let batch = [counter(&a, 2, 100), counter(&b, 1, 100)];
     let (first, other) = (CheckId::new(), CheckId::new());
-    let counts = ok(store.count(&batch, first, deadline()).await, "count");
+    // Every attempt of a call carries its id and its one deadline.
+    let (at, later) = (deadline(), deadline());
+    let counts = ok(store.count(&batch, first, at).await, "count");
     assert_eq!(counts, [2, 1]);
-    let counts = ok(store.count(&batch, other, deadline()).await, "count");
+    let counts = ok(store.count(&batch, other, later).await, "count");
     assert_eq!(counts, [4, 2], "a call with another id was not applied");
-    let again = ok(store.count(&batch, first, deadline()).await, "retry");
+    let again = ok(store.count(&batch, first, at).await, "retry");
     assert_eq!(
         again,
         [2, 1],
@@ -45,19 +47,19 @@ pub async fn a_retried_reservation_answers_as_its_first_attempt<H: Harness>(harn
     let store = harness.open().await;
     let key = format!("limit:retry:{}:1", unique());
     let two = [counter(&key, 2, 3)];
-    let applied = CheckId::new();
-    let first = ok(store.reserve(&two, applied, deadline()).await, "reserve");
+    let (applied, at) = (CheckId::new(), deadline());
+    let first = ok(store.reserve(&two, applied, at).await, "reserve");
     assert!(first.applied);
-    let again = ok(store.reserve(&two, applied, deadline()).await, "retry");
+    let again = ok(store.reserve(&two, applied, at).await, "retry");
     assert_eq!(again, first, "a retried reservation is answered otherwise");
-    let refused = CheckId::new();
-    let no = ok(store.reserve(&two, refused, deadline()).await, "reserve");
+    let (refused, refused_at) = (CheckId::new(), deadline());
+    let no = ok(store.reserve(&two, refused, refused_at).await, "reserve");
     assert!(!no.applied, "2 + 2 fits a max of 3");
     ok(
         store.refund(&two, CheckId::new(), deadline()).await,
         "refund",
     );
-    let again = ok(store.reserve(&two, refused, deadline()).await, "retry");
+    let again = ok(store.reserve(&two, refused, refused_at).await, "retry");
     assert_eq!(again, no, "a refused reservation's retry was applied");
     let read = ok(store.get(&[key], deadline()).await, "get");
     assert_eq!(read, [0], "a retried reservation changed the counter");
@@ -74,9 +76,9 @@ pub async fn a_retried_refund_gives_back_once<H: Harness>(harness: &H) {
         "count",
     );
     let two = [counter(&key, 2, 100)];
-    let id = CheckId::new();
-    assert_eq!(ok(store.refund(&two, id, deadline()).await, "refund"), [3]);
-    assert_eq!(ok(store.refund(&two, id, deadline()).await, "retry"), [3]);
+    let (id, at) = (CheckId::new(), deadline());
+    assert_eq!(ok(store.refund(&two, id, at).await, "refund"), [3]);
+    assert_eq!(ok(store.refund(&two, id, at).await, "retry"), [3]);
     let read = ok(store.get(&[key], deadline()).await, "get");
     assert_eq!(read, [3], "a retried refund gave back twice");
 }

@@ -81,7 +81,10 @@ pub struct Reservation {
 ///   [`Deadline::SKEW_MARGIN`]), in the same atomic step as the write; an
 ///   attempt whose id it finds recorded applies nothing and answers what
 ///   was recorded (the counts, or the refusal). So an attempt applied
-///   whose reply was lost is never applied again by its retry.
+///   whose reply was lost is never applied again by its retry. A retry
+///   carries the same deadline too (below), so a store may find a record
+///   by the id and the deadline together (Redis keeps records in a hash
+///   per 100 ms of deadlines).
 /// - Each method gets the [`Deadline`] of its call's check, the same for
 ///   every attempt. A store that can tell applies nothing once the
 ///   deadline (plus [`Deadline::SKEW_MARGIN`]) has passed, and answers

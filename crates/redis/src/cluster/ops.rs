@@ -100,13 +100,13 @@ impl Cluster {
         &self,
         counters: &[Counter],
         group: &Group,
-        (id, recorded): (CheckId, bool),
+        (id, recorded, reserved): (CheckId, bool, Deadline),
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let members = Cluster::members(counters, group);
         let target = &mut Target::Slot(group.slot);
         let record = if recorded {
-            Cluster::record(group, id, deadline)
+            Cluster::record(group, id, reserved)
         } else {
             Record::none()
         };

@@ -104,7 +104,9 @@ impl RedisClusterStore {
                 counts,
             });
         }
-        let give_back = (id, give_back_deadline(deadline));
+        // The give-back finds the reservation's record by the reservation's
+        // own deadline, and runs by a deadline of its own.
+        let give_back = (id, deadline, give_back_deadline(deadline));
         self.give_back(counters, &taken, &mut counts, give_back)
             .await;
         match failure {
@@ -117,6 +119,7 @@ impl RedisClusterStore {
     }
 
     /// Refunds each group of `taken` its costs, all at once, by `deadline`,
+    /// the reservation `id` made under `reserved` (which names its record),
     /// writing the counts after the give-back into `counts`; logs each that
     /// fails (`counts` then keeps the count with the reservation in it).
     async fn give_back(
@@ -124,14 +127,14 @@ impl RedisClusterStore {
         counters: &[Counter],
         taken: &[(&Group, bool)],
         counts: &mut [u64],
-        (id, deadline): (CheckId, Deadline),
+        (id, reserved, deadline): (CheckId, Deadline, Deadline),
     ) {
         if taken.is_empty() {
             return;
         }
         let replies = join_all(taken.iter().map(|&(group, recorded)| {
             self.cluster
-                .give_back_group(counters, group, (id, recorded), deadline)
+                .give_back_group(counters, group, (id, recorded, reserved), deadline)
         }))
         .await;
         for (&(group, _), reply) in taken.iter().zip(replies) {
