@@ -88,18 +88,11 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
             rounds.push(run.round("seed", seed).await);
         }
     }
-    let report = Report {
-        store: scheme(&args.store).to_owned(),
-        setup: setup(&args, raw.is_some(), seed.is_some()).await,
+    let report = Report::new(
+        scheme(&args.store).to_owned(),
+        setup(&args, raw.is_some(), seed.is_some()).await,
         rounds,
-        ratio_checks_per_sec: None,
-        paired_ratio: None,
-        ratio_p99: None,
-        ratio_seed_checks_per_sec: None,
-        paired_ratio_seed: None,
-        ratio_seed_p99: None,
-    }
-    .finish();
+    );
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -146,8 +146,25 @@ impl Report {
         Spread::of(pairs)
     }
 
+    /// The report of `rounds` on `store` set up as `setup`, its ratios
+    /// filled.
+    pub(crate) fn new(store: String, setup: serde_json::Value, rounds: Vec<Round>) -> Report {
+        Report {
+            store,
+            setup,
+            rounds,
+            ratio_checks_per_sec: None,
+            paired_ratio: None,
+            ratio_p99: None,
+            ratio_seed_checks_per_sec: None,
+            paired_ratio_seed: None,
+            ratio_seed_p99: None,
+        }
+        .finish()
+    }
+
     /// Fills the ratios from the rounds.
-    pub(crate) fn finish(mut self) -> Report {
+    fn finish(mut self) -> Report {
         let rate = |r: &Round| r.checks_per_sec;
         let p99 = |r: &Round| r.p99_ms;
         self.ratio_checks_per_sec = self.ratio("raw", rate);
@@ -262,18 +279,7 @@ mod tests {
     }
 
     fn report(rounds: Vec<Round>) -> Report {
-        Report {
-            store: "redis".to_owned(),
-            setup: serde_json::Value::Null,
-            rounds,
-            ratio_checks_per_sec: None,
-            paired_ratio: None,
-            ratio_p99: None,
-            ratio_seed_checks_per_sec: None,
-            paired_ratio_seed: None,
-            ratio_seed_p99: None,
-        }
-        .finish()
+        Report::new("redis".to_owned(), serde_json::Value::Null, rounds)
     }
 
     #[test]
