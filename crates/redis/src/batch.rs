@@ -238,3 +238,212 @@ fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+    use crate::call::{Call, Size};
+    use crate::scripts::Script;
+
+    /// A call's arguments as text, as the fake endpoint reads them.
+    #[derive(Default)]
+    struct Args(Vec<String>);
+
+    impl Call for Args {
+        fn key(&mut self, key: &str) {
+            self.0.push(format!("k:{key}"));
+        }
+        fn number(&mut self, value: u64) {
+            self.0.push(value.to_string());
+        }
+        fn text(&mut self, value: &str) {
+            self.0.push(value.to_owned());
+        }
+    }
+
+    /// An endpoint that answers a script call only when let through, and
+    /// keeps the keys of each: a count of one counter answers 1, except
+    /// on the key `bad`, which answers an error reply.
+    struct Gate {
+        open: Semaphore,
+        sent: Mutex<Vec<Vec<String>>>,
+        waiting: AtomicUsize,
+    }
+
+    impl Transport for Gate {
+        type Args = Args;
+        type Route = ();
+
+        fn args(&self, _: &Script, _: Size) -> Args {
+            Args::default()
+        }
+
+        async fn eval(
+            &self,
+            _: &Script,
+            args: &Args,
+            _: bool,
+            _: &mut (),
+            _: Deadline,
+        ) -> Result<Reply, StoreError> {
+            let keys: Vec<String> = args
+                .0
+                .iter()
+                .filter(|a| a.starts_with("k:"))
+                .cloned()
+                .collect();
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            let permit = self.open.acquire().await.unwrap();
+            permit.forget();
+            // Each call has one counter, and the calls share one hash.
+            let counters = &keys[..keys.len().saturating_sub(1)];
+            let replies = counters
+                .iter()
+                .map(|key| match key.as_str() {
+                    "k:bad" => Reply::Error("ERR counter is not an integer".into()),
+                    _ => Reply::Array(vec![Reply::Int(1)]),
+                })
+                .collect();
+            lock_sent(&self.sent).push(keys);
+            Ok(Reply::Array(replies))
+        }
+
+        async fn mget(&self, _: &[&str], _: &mut (), _: Deadline) -> Result<Reply, StoreError> {
+            Ok(Reply::Nil)
+        }
+    }
+
+    fn lock_sent(sent: &Mutex<Vec<Vec<String>>>) -> MutexGuard<'_, Vec<Vec<String>>> {
+        sent.lock().unwrap()
+    }
+
+    fn counter(key: &str) -> Counter {
+        Counter {
+            key: key.into(),
+            ttl: Duration::from_secs(60),
+            cost: 1,
+            max: 10,
+        }
+    }
+
+    /// Waits until `done` holds, failing after 5 s.
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let started = std::time::Instant::now();
+        while !done() {
+            assert!(started.elapsed() < Duration::from_secs(5), "never: {what}");
+            tokio::task::yield_now().await;
+        }
+    }
+
+    async fn until_waiting(gate: &Gate, n: usize) {
+        let sent = || gate.waiting.load(Ordering::SeqCst) >= n;
+        until(&format!("{n} script calls in flight"), sent).await;
+    }
+
+    async fn until_queued(batcher: &Batcher<Gate>, n: usize) {
+        let queued = || lock(&batcher.shared.queue).waiting.len() >= n;
+        until(&format!("{n} calls waiting"), queued).await;
+    }
+
+    fn count(
+        batcher: &Arc<Batcher<Gate>>,
+        key: &'static str,
+        deadline: Deadline,
+    ) -> tokio::task::JoinHandle<Result<Reply, StoreError>> {
+        let batcher = Arc::clone(batcher);
+        tokio::spawn(async move {
+            let record = Record::new(tollgate_core::CheckId::new(), deadline);
+            batcher
+                .call(Counters::Count, &[counter(key)], record, deadline)
+                .await
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_waiting_behind_two_in_flight_share_the_next_script_call_each_with_its_reply() {
+        let gate = Arc::new(Gate {
+            open: Semaphore::new(0),
+            sent: Mutex::default(),
+            waiting: AtomicUsize::new(0),
+        });
+        let batcher = Arc::new(Batcher::new(Arc::clone(&gate)));
+        let deadline = Deadline::after(Duration::from_secs(10));
+        let first = [
+            count(&batcher, "a", deadline),
+            count(&batcher, "b", deadline),
+        ];
+        until_waiting(&gate, 2).await;
+        let queued = ["c", "bad", "d"].map(|key| count(&batcher, key, deadline));
+        until_queued(&batcher, 3).await;
+        gate.open.add_permits(3);
+        for call in first {
+            assert_eq!(
+                call.await.unwrap().unwrap(),
+                Reply::Array(vec![Reply::Int(1)])
+            );
+        }
+        let [c, bad, d] = queued;
+        assert_eq!(c.await.unwrap().unwrap(), Reply::Array(vec![Reply::Int(1)]));
+        let err = bad.await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), "backend", "{err:?}");
+        assert_eq!(d.await.unwrap().unwrap(), Reply::Array(vec![Reply::Int(1)]));
+        let sent = lock_sent(&gate.sent).clone();
+        assert_eq!(sent.len(), 3, "{sent:?}");
+        // The three in one script call (in the order they queued up).
+        let shared = sent.iter().find(|keys| keys.len() == 4).map(|keys| {
+            let mut calls: Vec<&str> = keys[..3].iter().map(String::as_str).collect();
+            calls.sort_unstable();
+            calls
+        });
+        assert_eq!(
+            shared,
+            Some(vec!["k:bad", "k:c", "k:d"]),
+            "one script call for the three: {sent:?}"
+        );
+        assert_eq!(lock(&batcher.shared.queue).sending, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_whose_caller_gave_up_before_its_batch_left_is_not_sent() {
+        let gate = Arc::new(Gate {
+            open: Semaphore::new(0),
+            sent: Mutex::default(),
+            waiting: AtomicUsize::new(0),
+        });
+        let batcher = Arc::new(Batcher::new(Arc::clone(&gate)));
+        let deadline = Deadline::after(Duration::from_secs(10));
+        let first = [
+            count(&batcher, "a", deadline),
+            count(&batcher, "b", deadline),
+        ];
+        until_waiting(&gate, 2).await;
+        let gone = count(&batcher, "gone", deadline);
+        let late = count(&batcher, "late", Deadline::after(Duration::from_millis(20)));
+        let kept = count(&batcher, "kept", deadline);
+        until_queued(&batcher, 3).await;
+        gone.abort();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        gate.open.add_permits(3);
+        for call in first {
+            call.await.unwrap().unwrap();
+        }
+        assert_eq!(late.await.unwrap().unwrap_err().kind(), "timeout");
+        kept.await.unwrap().unwrap();
+        let sent = lock_sent(&gate.sent).clone();
+        assert_eq!(sent.len(), 3, "{sent:?}");
+        let third = sent
+            .iter()
+            .find(|keys| keys[0] != "k:a" && keys[0] != "k:b");
+        assert_eq!(
+            third.map(|keys| (keys[0].as_str(), keys.len())),
+            Some(("k:kept", 2)),
+            "only the call still awaited: {sent:?}"
+        );
+    }
+}
