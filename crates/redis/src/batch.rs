@@ -248,24 +248,8 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
-    use crate::call::{Call, Size};
+    use crate::call::{Size, Written};
     use crate::scripts::Script;
-
-    /// A call's arguments as text, as the fake endpoint reads them.
-    #[derive(Default)]
-    struct Args(Vec<String>);
-
-    impl Call for Args {
-        fn key(&mut self, key: &str) {
-            self.0.push(format!("k:{key}"));
-        }
-        fn number(&mut self, value: u64) {
-            self.0.push(value.to_string());
-        }
-        fn text(&mut self, value: &str) {
-            self.0.push(value.to_owned());
-        }
-    }
 
     /// An endpoint that answers a script call only when let through, and
     /// keeps the keys of each: a count of one counter answers 1, except
@@ -277,17 +261,17 @@ mod tests {
     }
 
     impl Transport for Gate {
-        type Args = Args;
+        type Args = Written;
         type Route = ();
 
-        fn args(&self, _: &Script, _: Size) -> Args {
-            Args::default()
+        fn args(&self, _: &Script, _: Size) -> Written {
+            Written::default()
         }
 
         async fn eval(
             &self,
             _: &Script,
-            args: &Args,
+            args: &Written,
             _: bool,
             _: &mut (),
             _: Deadline,
@@ -323,6 +307,26 @@ mod tests {
         sent.lock().unwrap()
     }
 
+    /// A batcher on a closed gate, with two script calls (`a`, `b`) held in
+    /// flight: the calls made now wait for one of them to end.
+    async fn two_in_flight() -> (Arc<Gate>, Arc<Batcher<Gate>>, [Pending; 2]) {
+        let gate = Arc::new(Gate {
+            open: Semaphore::new(0),
+            sent: Mutex::default(),
+            waiting: AtomicUsize::new(0),
+        });
+        let batcher = Arc::new(Batcher::new(Arc::clone(&gate)));
+        let deadline = Deadline::after(Duration::from_secs(10));
+        let first = [
+            count(&batcher, "a", deadline),
+            count(&batcher, "b", deadline),
+        ];
+        until_waiting(&gate, 2).await;
+        (gate, batcher, first)
+    }
+
+    type Pending = tokio::task::JoinHandle<Result<Reply, StoreError>>;
+
     fn counter(key: &str) -> Counter {
         Counter {
             key: key.into(),
@@ -351,11 +355,7 @@ mod tests {
         until(&format!("{n} calls waiting"), queued).await;
     }
 
-    fn count(
-        batcher: &Arc<Batcher<Gate>>,
-        key: &'static str,
-        deadline: Deadline,
-    ) -> tokio::task::JoinHandle<Result<Reply, StoreError>> {
+    fn count(batcher: &Arc<Batcher<Gate>>, key: &'static str, deadline: Deadline) -> Pending {
         let batcher = Arc::clone(batcher);
         tokio::spawn(async move {
             let record = Record::new(tollgate_core::CheckId::new(), deadline);
@@ -367,18 +367,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_waiting_behind_two_in_flight_share_the_next_script_call_each_with_its_reply() {
-        let gate = Arc::new(Gate {
-            open: Semaphore::new(0),
-            sent: Mutex::default(),
-            waiting: AtomicUsize::new(0),
-        });
-        let batcher = Arc::new(Batcher::new(Arc::clone(&gate)));
+        let (gate, batcher, first) = two_in_flight().await;
         let deadline = Deadline::after(Duration::from_secs(10));
-        let first = [
-            count(&batcher, "a", deadline),
-            count(&batcher, "b", deadline),
-        ];
-        until_waiting(&gate, 2).await;
         let queued = ["c", "bad", "d"].map(|key| count(&batcher, key, deadline));
         until_queued(&batcher, 3).await;
         gate.open.add_permits(3);
@@ -411,18 +401,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_call_whose_caller_gave_up_before_its_batch_left_is_not_sent() {
-        let gate = Arc::new(Gate {
-            open: Semaphore::new(0),
-            sent: Mutex::default(),
-            waiting: AtomicUsize::new(0),
-        });
-        let batcher = Arc::new(Batcher::new(Arc::clone(&gate)));
+        let (gate, batcher, first) = two_in_flight().await;
         let deadline = Deadline::after(Duration::from_secs(10));
-        let first = [
-            count(&batcher, "a", deadline),
-            count(&batcher, "b", deadline),
-        ];
-        until_waiting(&gate, 2).await;
         let gone = count(&batcher, "gone", deadline);
         let late = count(&batcher, "late", Deadline::after(Duration::from_millis(20)));
         let kept = count(&batcher, "kept", deadline);

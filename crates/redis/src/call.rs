@@ -246,25 +246,28 @@ impl Single<'_> {
     }
 }
 
+/// A call written as text, for tests: `k:` for keys, `n:` for numbers,
+/// `t:` for text.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Written(pub(crate) Vec<String>);
+
+#[cfg(test)]
+impl Call for Written {
+    fn key(&mut self, key: &str) {
+        self.0.push(format!("k:{key}"));
+    }
+    fn number(&mut self, value: u64) {
+        self.0.push(format!("n:{value}"));
+    }
+    fn text(&mut self, value: &str) {
+        self.0.push(format!("t:{value}"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A call written as text: `k:` for keys, `n:` for numbers, `t:` for text.
-    #[derive(Default)]
-    struct Written(Vec<String>);
-
-    impl Call for Written {
-        fn key(&mut self, key: &str) {
-            self.0.push(format!("k:{key}"));
-        }
-        fn number(&mut self, value: u64) {
-            self.0.push(format!("n:{value}"));
-        }
-        fn text(&mut self, value: &str) {
-            self.0.push(format!("t:{value}"));
-        }
-    }
 
     fn counter(key: &str, ttl_ms: u64, cost: u64, max: u64) -> Counter {
         Counter {
