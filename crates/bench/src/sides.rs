@@ -171,13 +171,13 @@ impl Raw {
         Arc::new(redis::Script::new(scripts::CHECK))
     }
 
-    /// One call of the script: `op` on `keys`, recorded, each counter's
-    /// arguments written by `each`; the call's own reply.
+    /// One call of the script: `op` on `keys`, recorded, counter `i`'s
+    /// argument written by `each(i)`; the call's own reply.
     async fn call(
         &self,
         op: &str,
         keys: &[String],
-        each: impl Fn(&mut redis::ScriptInvocation<'_>, usize),
+        each: impl Fn(usize) -> String,
     ) -> Option<Vec<i64>> {
         // The same deadline check as a store call, with a cutoff so far off
         // (10 s) that a loaded machine never turns it into an error: the
@@ -194,14 +194,15 @@ impl Raw {
             tollgate::redis::RECORD_PREFIX,
             deadline.unix_millis() / 100
         ));
-        call.arg(1).arg(RECORD_MS);
-        call.arg(op)
-            .arg(keys.len())
-            .arg(deadline.cutoff_unix_millis())
+        // One hash, kept twice the record's lifetime, with this call's id.
+        call.arg(1)
+            .arg(2 * RECORD_MS)
             .arg(1)
             .arg(CheckId::new().to_string());
+        call.arg(format!("{op}{}.1", keys.len()))
+            .arg(deadline.cutoff_unix_millis());
         for i in 0..keys.len() {
-            each(&mut call, i);
+            call.arg(each(i));
         }
         let mut connection = self.connection.clone();
         let replies: redis::RedisResult<Vec<Vec<i64>>> = call.invoke_async(&mut connection).await;
@@ -229,9 +230,7 @@ impl Side for Raw {
         match self.work.mode {
             Mode::Count => {
                 let reply = self
-                    .call("c", &keys, |call, i| {
-                        call.arg(ttl(i)).arg(cost);
-                    })
+                    .call("c", &keys, |i| format!("{}:{cost}", ttl(i)))
                     .await;
                 match reply {
                     Some(counts) if counts.iter().enumerate().all(|(i, &c)| c as u64 <= max(i)) => {
@@ -243,9 +242,7 @@ impl Side for Raw {
             }
             Mode::Reserve | Mode::Settle => {
                 let reply = self
-                    .call("r", &keys, |call, i| {
-                        call.arg(ttl(i)).arg(cost).arg(max(i));
-                    })
+                    .call("r", &keys, |i| format!("{}:{cost}:{}", ttl(i), max(i)))
                     .await;
                 match reply {
                     Some(r) if r.first() == Some(&1) => {}
@@ -256,11 +253,7 @@ impl Side for Raw {
                 if self.work.mode == Mode::Settle && back > 0 {
                     // As the limiter settles: nothing to send for nothing back.
                     let first = &keys[..keys.len().min(1)];
-                    let reply = self
-                        .call("f", first, |call, _| {
-                            call.arg(back);
-                        })
-                        .await;
+                    let reply = self.call("f", first, |_| back.to_string()).await;
                     if reply.is_none() {
                         return Outcome::Error;
                     }

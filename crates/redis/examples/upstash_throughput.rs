@@ -201,17 +201,16 @@ async fn ceiling(
             let deadline = now.as_millis() as u64 + 50;
             let hash = deadline / 100;
             command.push(format!("{}780.{hash}", tollgate_redis::RECORD_PREFIX));
-            command.extend(["1".into(), "780".into()]);
-            command.push(if op == Op::Reserve { "r" } else { "c" }.into());
-            command.push(rules.to_string());
+            command.extend(["1".into(), "1560".into(), "1".into(), id.to_string()]);
+            let code = if op == Op::Reserve { "r" } else { "c" };
+            command.push(format!("{code}{rules}.1"));
             command.push((deadline + 20).to_string());
-            command.extend(["1".into(), id.to_string()]);
             for _ in 0..rules {
-                command.push("86400000".into());
-                command.push("1".into());
-                if op == Op::Reserve {
-                    command.push(MAX.to_string());
-                }
+                command.push(if op == Op::Reserve {
+                    format!("86400000:1:{MAX}")
+                } else {
+                    "86400000:1".into()
+                });
             }
             let Ok(response) = client
                 .post(url.as_str())

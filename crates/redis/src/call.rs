@@ -2,6 +2,7 @@
 //! read them: one definition for every transport (TCP, Cluster, REST),
 //! each writing its own wire format through [`Call`].
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use tollgate_core::{Counter, MARK_DONE};
@@ -46,9 +47,9 @@ impl std::ops::Add for Size {
 /// counter operation, does: its op, and the arguments each counter takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Counters {
-    /// `c`, count: lifetime in ms and cost per counter.
+    /// `c`, count: `lifetime:cost` per counter (lifetime in ms).
     Count,
-    /// `r`, reserve: lifetime in ms, cost and max per counter.
+    /// `r`, reserve: `lifetime:cost:max` per counter.
     Reserve,
     /// `f`, refund: cost per counter.
     Refund,
@@ -58,15 +59,6 @@ pub(crate) enum Counters {
 }
 
 impl Counters {
-    /// The arguments each counter takes.
-    pub(crate) fn per_counter(self) -> usize {
-        match self {
-            Counters::Count => 2,
-            Counters::Reserve => 3,
-            Counters::Refund | Counters::GiveBack => 1,
-        }
-    }
-
     /// The op, as the script reads it.
     fn code(self) -> &'static str {
         match self {
@@ -97,23 +89,25 @@ where
     let hashes = hashes(parts);
     let mut size = Size {
         keys: hashes.len(),
-        args: 1 + hashes.len(),
+        args: 1 + 2 * hashes.len(),
         text: hashes.iter().map(|r| r.key.len()).sum(),
     };
     for part in parts {
         let (n, text) = (part.counters.clone()).fold((0, 0), |(n, t), c| (n + 1, t + c.key.len()));
+        let id = usize::from(part.record.is_kept());
         size.keys += n;
-        size.args += 5 + n * part.op.per_counter();
-        size.text += text + part.record.id.len() + 1;
+        size.args += 2 + id + n;
+        // A head, and about 30 digits per counter's argument.
+        size.text += text + id * part.record.id.len() + 8 + 30 * n;
     }
     size
 }
 
 /// Writes one script call of `parts` (one part: a call alone; several: a
 /// batch): every call's counters, then the hashes of records they use, as
-/// keys; then the number of hashes, each one's record lifetime, and each
-/// call's op, number of counters, cutoff, hash, id and its counters'
-/// arguments.
+/// keys; then the number of hashes; per hash how long it is kept and the
+/// ids of the calls it records; then each call's head
+/// (`<op><counters>.<hash>`), cutoff and one argument per counter.
 pub(crate) fn write<'a, I>(call: &mut impl Call, parts: &[Part<'_, I>])
 where
     I: Iterator<Item = &'a Counter> + Clone,
@@ -128,32 +122,43 @@ where
         call.key(&record.key);
     }
     call.number(hashes.len() as u64);
+    let in_hash = |part: &&Part<'_, I>, record: &Record| {
+        part.record.is_kept() && part.record.key == record.key
+    };
     for record in &hashes {
-        call.number(record.lifetime_ms);
+        call.number(record.keep_ms());
+        call.number(parts.iter().filter(|p| in_hash(p, record)).count() as u64);
+        for part in parts.iter().filter(|p| in_hash(p, record)) {
+            call.text(&part.record.id);
+        }
     }
+    // One buffer for every composed argument.
+    let mut text = String::with_capacity(64);
     for part in parts {
         let hash = hashes
             .iter()
-            .position(|r| r.key == part.record.key)
+            .position(|r| in_hash(&part, r))
             .map_or(0, |i| i + 1);
-        call.text(part.op.code());
-        call.number(part.counters.clone().count() as u64);
+        text.clear();
+        let n = part.counters.clone().count();
+        // Writing to a String cannot fail.
+        let _ = write!(text, "{}{n}.{hash}", part.op.code());
+        call.text(&text);
         call.number(part.cutoff);
-        call.number(hash as u64);
-        call.text(&part.record.id);
         for counter in part.counters.clone() {
-            match part.op {
-                Counters::Count => {
-                    call.number(millis(counter.ttl));
-                    call.number(counter.cost);
-                }
-                Counters::Reserve => {
-                    call.number(millis(counter.ttl));
-                    call.number(counter.cost);
-                    call.number(counter.max);
-                }
-                Counters::Refund | Counters::GiveBack => call.number(counter.cost),
-            }
+            text.clear();
+            let _ = match part.op {
+                Counters::Count => write!(text, "{}:{}", millis(counter.ttl), counter.cost),
+                Counters::Reserve => write!(
+                    text,
+                    "{}:{}:{}",
+                    millis(counter.ttl),
+                    counter.cost,
+                    counter.max
+                ),
+                Counters::Refund | Counters::GiveBack => write!(text, "{}", counter.cost),
+            };
+            call.text(&text);
         }
     }
 }
@@ -279,7 +284,7 @@ mod tests {
     }
 
     #[test]
-    fn a_call_takes_its_counters_then_its_hash_and_its_op_size_deadline_hash_id_and_arguments() {
+    fn a_call_takes_its_counters_then_its_hash_its_id_and_its_head_deadline_and_arguments() {
         let counters = [counter("a", 60_000, 2, 10), counter("b", 1_000, 3, 20)];
         let record = Record {
             key: "h".into(),
@@ -301,19 +306,19 @@ mod tests {
         };
         assert_eq!(
             written(Counters::Count),
-            "k:a k:b k:h n:1 n:720 t:c n:2 n:99 n:1 t:i n:60000 n:2 n:1000 n:3"
+            "k:a k:b k:h n:1 n:1540 n:1 t:i t:c2.1 n:99 t:60000:2 t:1000:3"
         );
         assert_eq!(
             written(Counters::Reserve),
-            "k:a k:b k:h n:1 n:720 t:r n:2 n:99 n:1 t:i n:60000 n:2 n:10 n:1000 n:3 n:20"
+            "k:a k:b k:h n:1 n:1540 n:1 t:i t:r2.1 n:99 t:60000:2:10 t:1000:3:20"
         );
         assert_eq!(
             written(Counters::Refund),
-            "k:a k:b k:h n:1 n:720 t:f n:2 n:99 n:1 t:i n:2 n:3"
+            "k:a k:b k:h n:1 n:1540 n:1 t:i t:f2.1 n:99 t:2 t:3"
         );
         assert_eq!(
             written(Counters::GiveBack),
-            "k:a k:b k:h n:1 n:720 t:g n:2 n:99 n:1 t:i n:2 n:3"
+            "k:a k:b k:h n:1 n:1540 n:1 t:i t:g2.1 n:99 t:2 t:3"
         );
     }
 
@@ -343,11 +348,11 @@ mod tests {
         write(&mut call, &parts);
         assert_eq!(
             call.0.join(" "),
-            "k:a k:b k:b k:a k:h1 k:h2 n:2 n:780 n:780 \
-             t:c n:1 n:5 n:1 t:x n:60000 n:2 \
-             t:r n:1 n:5 n:2 t:y n:1000 n:3 n:20 \
-             t:c n:1 n:5 n:0 t: n:1000 n:3 \
-             t:f n:1 n:5 n:1 t:z n:2"
+            "k:a k:b k:b k:a k:h1 k:h2 n:2 n:1660 n:2 t:x t:z n:1660 n:1 t:y \
+             t:c1.1 n:5 t:60000:2 \
+             t:r1.2 n:5 t:1000:3:20 \
+             t:c1.0 n:5 t:1000:3 \
+             t:f1.1 n:5 t:2"
         );
         let size = size(&parts);
         assert_eq!(size.keys + size.args, call.0.len());

@@ -33,8 +33,7 @@ pub(crate) struct Record {
     /// Twice the check's budget and four skew margins, in ms: past it no
     /// attempt of the check can arrive, nor a give-back of it (which starts
     /// at most the budget and 40 ms after the check, and has the check's
-    /// budget and a skew margin). The hash is kept twice this after its
-    /// latest write. 0: no record.
+    /// budget and a skew margin). 0: no record.
     pub(crate) lifetime_ms: u64,
 }
 
@@ -72,6 +71,18 @@ impl Record {
         }
     }
 
+    /// How long the hash is kept from the write that creates it (the
+    /// script gives it that lifetime then, and only then): twice the
+    /// records' lifetime and 100 ms. Every record in it lives its lifetime
+    /// after its write, because the hash takes writes for at most a check's
+    /// budget, a skew margin and 100 ms (its calls' deadlines fall within
+    /// 100 ms, and each writes within its budget before its deadline), and
+    /// twice the lifetime is the lifetime and more than the budget and the
+    /// skew margin.
+    pub(crate) fn keep_ms(&self) -> u64 {
+        self.lifetime_ms.saturating_mul(2).saturating_add(SPAN_MS)
+    }
+
     /// Whether the call has a record.
     pub(crate) fn is_kept(&self) -> bool {
         !self.key.is_empty()
@@ -107,6 +118,7 @@ mod tests {
         assert_eq!(record.key, format!("limit:#780.{span}"));
         assert_eq!(record.id, format!("{}ab", "0".repeat(30)));
         assert_eq!(record.lifetime_ms, 780);
+        assert_eq!(record.keep_ms(), 1_660);
         assert!(record.is_kept());
         let huge = Record::new(id, Deadline::after(Duration::MAX));
         assert_eq!(huge.lifetime_ms, 86_400_000, "a day at most");

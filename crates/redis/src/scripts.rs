@@ -56,29 +56,47 @@ macro_rules! write_script {
 /// with its own deadline, record and reply.
 ///
 /// `KEYS`: each call's counters, in order, then the `m` hashes of records
-/// the calls use. `ARGV`: `m`, then each hash's record lifetime in ms, then
-/// per call `op`, `n` (its counters), its cutoff (wall-clock ms), its hash
-/// (`1..=m`; `0`: no record), its id (its field in that hash), then per
-/// counter:
+/// the calls use. `ARGV`: `m`; then per hash how long it is kept from
+/// its first write (ms), how many calls it records and their ids
+/// (their fields in it), in call order; then per call its head
+/// `<op><n>.<hash>` (`op` below, `n` its counters, `hash` its hash,
+/// `1..=m`, or `0`: no record and no id), its cutoff (wall-clock ms), and
+/// one argument per counter:
 ///
 /// | `op` | what | per counter |
 /// |---|---|---|
-/// | `c` | count: adds each cost, saturating at 2^53 | lifetime ms, cost |
-/// | `r` | reserve: adds every cost if each count stays within its max, else none | lifetime ms, cost, max |
-/// | `f` | refund: gives each cost back, never below 0, keeping the lifetime; an absent counter stays absent | cost |
-/// | `g` | give back an applied reservation (Redis Cluster, for a slot that applied a reservation another slot refused) | cost |
+/// | `c` | count: adds each cost, saturating at 2^53 | `lifetime:cost` |
+/// | `r` | reserve: adds every cost if each count stays within its max, else none | `lifetime:cost:max` |
+/// | `f` | refund: gives each cost back, never below 0, keeping the lifetime; an absent counter stays absent | `cost` |
+/// | `g` | give back an applied reservation (Redis Cluster, for a slot that applied a reservation another slot refused) | `cost` |
+///
+/// (lifetimes in ms, every number in decimal digits). A batch repeats few
+/// heads and counter arguments (a rule's counters share one), and the
+/// script converts each distinct one once: text to number conversions
+/// (`strtod`, twice per `tonumber`) were a fifth of a check's work.
 ///
 /// Returns one reply per call, in order: the counts after it (`c`, `f`,
 /// `g`), or `{applied, count...}` (`r`: 1 and the new counts, or 0 and
 /// the current ones); `DEADLINE`; or an error reply when a counter holds
-/// something other than a count (nothing written for that call).
+/// something other than a count (nothing written for that call). A call
+/// that is not well formed ends the script: it is answered
+/// `ERR tollgate: a malformed call` and the later calls get no reply (the
+/// store reads the short reply as invalid, and a retry replays the calls
+/// before it from their records).
 ///
-/// **Records.** The script reads each hash once (`HMGET` of the ids of the
-/// calls that use it). A call (`c`, `r`, `f`) whose id is there is
-/// answered the recorded reply and applies nothing, even past its
-/// deadline: a retry of an applied call. Otherwise its reply is recorded:
-/// one `HSET` per hash of every reply applied, and `PEXPIRE` of twice the
-/// hash's record lifetime.
+/// **Records.** The script reads each hash once (`HMGET` of its ids). A
+/// call (`c`, `r`, `f`) whose id is there is answered the recorded reply
+/// and applies nothing, even past its deadline: a retry of an applied
+/// call. Otherwise its reply is recorded (its numbers as `%d`, comma
+/// separated): one `HSET` per hash of every reply applied. Each `HSET`
+/// also sets the field `""` to 65 bytes: when that field is new, the hash
+/// is, and it gets how long it is kept (`PEXPIRE`, once per hash rather
+/// than once per script call; the store sends a time that outlasts every
+/// write to the hash by a record's lifetime). And 65 bytes are more than a
+/// compact hash's values may hold (Redis's `hash-max-listpack-value`, 64
+/// by default), so Redis keeps the hash as a hash table from its first
+/// write: as a listpack (up to 512 fields) every `HMGET` and `HSET` scans
+/// it, which was a sixth of a check's work.
 ///
 /// `g` reads its record the other way: only when it says the reservation
 /// was applied (or there is none: a reservation sent without one), it
@@ -106,9 +124,47 @@ macro_rules! write_script {
 /// its lifetime.
 pub const CHECK: &str = r"
 local LIMIT = 9007199254740992
-local call, pcall, tonumber = redis.call, redis.pcall, tonumber
+local MALFORMED = 'ERR tollgate: a malformed call'
+local call, pcall, tonumber, format, match = redis.call, redis.pcall, tonumber, string.format, string.match
 local clock = call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+
+-- Each distinct head, cutoff and counter argument of this script call,
+-- parsed once (false: malformed): a batch repeats few of them.
+local heads, cutoffs, counters = {}, {}, {}
+
+-- A call's head `<op><n>.<hash>`: its op's code, its counters, its hash.
+local function head_of(arg)
+  local head = heads[arg]
+  if head == nil and arg then
+    local code, n, hash = match(arg, '^([crfg])(%d+)%.(%d+)$')
+    head = code and {code = code, n = tonumber(n), hash = tonumber(hash)} or false
+    heads[arg] = head
+  end
+  return head
+end
+
+-- A counter's argument: `cost`, `lifetime:cost` or `lifetime:cost:max`.
+local function counter_of(arg)
+  local counter = counters[arg]
+  if counter == nil and arg then
+    local a, b, c = match(arg, '^(%d+):(%d+):(%d+)$')
+    if a then
+      counter = {parts = 3, life = a, cost = tonumber(b), text = b, max = tonumber(c)}
+    else
+      a, b = match(arg, '^(%d+):(%d+)$')
+      if a then
+        counter = {parts = 2, life = a, cost = tonumber(b), text = b}
+      elseif match(arg, '^%d+$') then
+        counter = {parts = 1, cost = tonumber(arg), text = arg}
+      else
+        counter = false
+      end
+    end
+    counters[arg] = counter
+  end
+  return counter
+end
 
 -- Reads counters k+1..k+n: their counts, or nil and an error reply.
 local function read(k, n)
@@ -136,11 +192,11 @@ local function read(k, n)
   return counts
 end
 
--- Takes back the first m increments of a call whose counters take `step`
--- arguments each, the cost second.
-local function undo(k, a, step, m)
+-- Takes back the first m increments of a call (its counters' arguments
+-- from ARGV[a + 1]).
+local function undo(k, a, m)
   for i = 1, m do
-    if call('DECRBY', KEYS[k + i], ARGV[a + step * (i - 1) + 2]) == 0 then
+    if call('DECRBY', KEYS[k + i], counters[ARGV[a + i]].text) == 0 then
       call('DEL', KEYS[k + i])
     end
   end
@@ -148,30 +204,31 @@ end
 
 -- Sets counter k+i to `count` for `life` ms.
 local function store(k, i, count, life)
-  call('SET', KEYS[k + i], string.format('%.0f', count), 'PX', life)
+  call('SET', KEYS[k + i], format('%.0f', count), 'PX', life)
 end
 
 local function count(k, a, n)
   local counts = {}
   for i = 1, n do
-    local at = a + 2 * i
-    local cost = tonumber(ARGV[at])
-    local new = pcall('INCRBY', KEYS[k + i], ARGV[at])
+    local counter = counters[ARGV[a + i]]
+    local cost = counter.cost
+    local new = pcall('INCRBY', KEYS[k + i], counter.text)
     if type(new) ~= 'number' or new < cost or new >= LIMIT then
-      undo(k, a, 2, type(new) == 'number' and i or i - 1)
+      undo(k, a, type(new) == 'number' and i or i - 1)
       local err
       counts, err = read(k, n)
       if not counts then
         return err
       end
       for j = 1, n do
-        counts[j] = math.min(counts[j] + tonumber(ARGV[a + 2 * j]), LIMIT)
-        store(k, j, counts[j], ARGV[a + 2 * j - 1])
+        local each = counters[ARGV[a + j]]
+        counts[j] = math.min(counts[j] + each.cost, LIMIT)
+        store(k, j, counts[j], each.life)
       end
       return counts
     end
     if new == cost then
-      call('PEXPIRE', KEYS[k + i], ARGV[at - 1])
+      call('PEXPIRE', KEYS[k + i], counter.life)
     end
     counts[i] = new
   end
@@ -181,40 +238,40 @@ end
 local function reserve(k, a, n)
   local reply = {1}
   for i = 1, n do
-    local at = a + 3 * i - 1
-    local cost = tonumber(ARGV[at])
-    local new = pcall('INCRBY', KEYS[k + i], ARGV[at])
+    local counter = counters[ARGV[a + i]]
+    local new = pcall('INCRBY', KEYS[k + i], counter.text)
     -- At 2^53 and above a double no longer tells 2^53 + 1 from 2^53: that
     -- case (a max of 2^53, a shadow rule's) goes to the exact path too.
-    if type(new) ~= 'number' or new < cost or new >= LIMIT or new > tonumber(ARGV[at + 1]) then
-      undo(k, a, 3, type(new) == 'number' and i or i - 1)
+    if type(new) ~= 'number' or new < counter.cost or new >= LIMIT or new > counter.max then
+      undo(k, a, type(new) == 'number' and i or i - 1)
       local counts, err = read(k, n)
       if not counts then
         return err
       end
       local fits = 1
       for j = 1, n do
+        local each = counters[ARGV[a + j]]
         -- Exact: the difference of two integers up to 2^53.
-        if tonumber(ARGV[a + 3 * j - 1]) > tonumber(ARGV[a + 3 * j]) - counts[j] then
+        if each.cost > each.max - counts[j] then
           fits = 0
         end
       end
       reply = {fits}
       for j = 1, n do
         if fits == 1 then
-          counts[j] = counts[j] + tonumber(ARGV[a + 3 * j - 1])
-          store(k, j, counts[j], ARGV[a + 3 * j - 2])
+          local each = counters[ARGV[a + j]]
+          counts[j] = counts[j] + each.cost
+          store(k, j, counts[j], each.life)
         end
         reply[j + 1] = counts[j]
       end
       return reply
     end
-    reply[i + 1] = new
-  end
-  for i = 1, n do
-    if reply[i + 1] == tonumber(ARGV[a + 3 * i - 1]) then
-      call('PEXPIRE', KEYS[k + i], ARGV[a + 3 * i - 2])
+    -- Created now: a later counter's refusal takes it back with DEL.
+    if new == counter.cost then
+      call('PEXPIRE', KEYS[k + i], counter.life)
     end
+    reply[i + 1] = new
   end
   return reply
 end
@@ -226,8 +283,8 @@ local function refund(k, a, n)
   end
   for i = 1, n do
     if counts[i] > 0 then
-      counts[i] = math.max(counts[i] - tonumber(ARGV[a + i]), 0)
-      call('SET', KEYS[k + i], string.format('%.0f', counts[i]), 'KEEPTTL')
+      counts[i] = math.max(counts[i] - counters[ARGV[a + i]].cost, 0)
+      call('SET', KEYS[k + i], format('%.0f', counts[i]), 'KEEPTTL')
     end
   end
   return counts
@@ -242,122 +299,138 @@ local function give_back(k, a, n, applied)
   end
   for i = 1, n do
     if counts[i] > 0 then
-      counts[i] = math.max(counts[i] - tonumber(ARGV[a + i]), 0)
+      counts[i] = math.max(counts[i] - counters[ARGV[a + i]].cost, 0)
       if counts[i] == 0 then
         call('DEL', KEYS[k + i])
       else
-        call('SET', KEYS[k + i], string.format('%.0f', counts[i]), 'KEEPTTL')
+        call('SET', KEYS[k + i], format('%.0f', counts[i]), 'KEEPTTL')
       end
     end
   end
   return counts
 end
 
--- The recorded reply `done`.
-local function replayed(done)
-  local reply = {}
-  for number in string.gmatch(done, '%d+') do
-    reply[#reply + 1] = tonumber(number)
-  end
-  return reply
-end
-
--- A reply (numbers) as a record's text. `table.concat` writes numbers
--- with 14 digits: exact below 10^14, else an exponent.
-local function text(reply)
-  local written = table.concat(reply, ',')
-  if string.find(written, 'e', 1, true) then
-    local parts = {}
-    for i = 1, #reply do
-      parts[i] = string.format('%.0f', reply[i])
-    end
-    written = table.concat(parts, ',')
-  end
-  return written
-end
-
+-- Each op, and how many parts its counters' arguments have.
 local ops = {c = {count, 2}, r = {reserve, 3}, f = {refund, 1}, g = {give_back, 1}}
-local malformed = redis.error_reply('ERR tollgate: a malformed call')
+
 local m = tonumber(ARGV[1])
 if not m then
-  return malformed
+  return redis.error_reply(MALFORMED)
 end
 local hashes, last = #KEYS - m, #ARGV
 
--- Each hash's ids, read with one HMGET: what each call recorded before.
-local ids, found = {}, {}
+-- Each hash: how long it is kept, its ids (read with one HMGET: what each
+-- call recorded before), the next of them and the last, and its new fields.
+local keep, found, next_id, stop, writes = {}, {}, {}, {}, {}
+local a = 2
 for hash = 1, m do
-  ids[hash] = {}
-end
-local a = 1 + m
-while a < last do
-  local op, n, hash = ops[ARGV[a + 1]], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 4])
-  if not op or not n or not hash or hash > m or not tonumber(ARGV[a + 3]) then
-    return malformed
+  local ids = tonumber(ARGV[a + 1])
+  if not ids or not tonumber(ARGV[a]) or a + 1 + ids > last then
+    return redis.error_reply(MALFORMED)
   end
-  if hash > 0 then
-    local list = ids[hash]
-    list[#list + 1] = ARGV[a + 5]
-  end
-  a = a + 5 + op[2] * n
-end
-for hash = 1, m do
-  local list, seen = ids[hash], {}
-  local values = pcall('HMGET', KEYS[hashes + hash], unpack(list))
-  for i = 1, #list do
-    if values.err then
-      seen[list[i]] = values
-    elseif values[i] then
-      seen[list[i]] = values[i]
+  keep[hash], next_id[hash], stop[hash], writes[hash] = ARGV[a], a + 2, a + 1 + ids, {}
+  local seen = {}
+  if ids > 0 then
+    local values = pcall('HMGET', KEYS[hashes + hash], unpack(ARGV, a + 2, a + 1 + ids))
+    for i = 1, ids do
+      if values.err then
+        seen[ARGV[a + 1 + i]] = values
+      elseif values[i] then
+        seen[ARGV[a + 1 + i]] = values[i]
+      end
     end
   end
-  found[hash], ids[hash] = seen, {}
+  found[hash] = seen
+  a = a + 2 + ids
 end
 
--- Each call, its reply, and each hash's new fields (reusing `ids`).
-local replies, k = {}, 0
-a = 1 + m
-while a < last do
-  local op, n, cutoff, hash, id = ops[ARGV[a + 1]], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5]
+-- A reply of `size` numbers as a record's text: `%d` writes every integer
+-- up to 2^53 exactly (as a C long), at a fraction of the cost of the
+-- float formatting of `..` and `table.concat`.
+local texts = {}
+
+-- Each call in turn, checked whole before it is applied.
+local replies, r, k = {}, 0, 0
+while a <= last do
+  local head, cutoff = head_of(ARGV[a]), cutoffs[ARGV[a + 1]]
+  if not cutoff and ARGV[a + 1] then
+    cutoff = tonumber(ARGV[a + 1])
+    cutoffs[ARGV[a + 1]] = cutoff
+  end
+  local op = head and ops[head.code]
+  local ok = op and cutoff and head.hash <= m and k + head.n <= hashes
+    and (head.hash == 0 or next_id[head.hash] <= stop[head.hash])
+  for i = 1, ok and head.n or 0 do
+    local counter = counter_of(ARGV[a + 1 + i])
+    if not counter or counter.parts ~= op[2] then
+      ok = false
+    end
+  end
+  if not ok then
+    r = r + 1
+    replies[r] = redis.error_reply(MALFORMED)
+    break
+  end
+  local run, n, hash = op[1], head.n, head.hash
+  local id
+  if hash > 0 then
+    id = ARGV[next_id[hash]]
+    next_id[hash] = next_id[hash] + 1
+  end
   local done = hash > 0 and found[hash][id]
   local reply
   if type(done) == 'table' then
     reply = done
-  elseif op[1] == give_back then
+  elseif run == give_back then
     if now > cutoff then
       reply = redis.status_reply('DEADLINE')
     else
       local applied = hash == 0 or (done and string.sub(done, 1, 2) == '1,')
-      reply = give_back(k, a + 5, n, applied)
+      reply = give_back(k, a + 1, n, applied)
       if applied and hash > 0 and not reply.err then
         call('HDEL', KEYS[hashes + hash], id)
       end
     end
   elseif done then
-    reply = replayed(done)
+    -- The recorded reply.
+    reply = {}
+    for digits in string.gmatch(done, '%d+') do
+      reply[#reply + 1] = tonumber(digits)
+    end
   elseif now > cutoff then
     reply = redis.status_reply('DEADLINE')
   else
-    reply = op[1](k, a + 5, n)
+    reply = run(k, a + 1, n)
     if hash > 0 and not reply.err then
-      local list, written = ids[hash], text(reply)
+      local size = #reply
+      local text = texts[size]
+      if not text then
+        text = '%d' .. string.rep(',%d', size - 1)
+        texts[size] = text
+      end
+      local list, written = writes[hash], format(text, unpack(reply))
       list[#list + 1] = id
       list[#list + 1] = written
       -- A second call of the same id in this script is its replay.
       found[hash][id] = written
     end
   end
-  replies[#replies + 1] = reply
+  r = r + 1
+  replies[r] = reply
   k = k + n
-  a = a + 5 + op[2] * n
+  a = a + 2 + n
 end
 
--- One HSET per hash, kept twice its lifetime after this write.
+-- One HSET per hash, with the field '' first: new only when the hash is,
+-- and then the hash gets its lifetime.
 for hash = 1, m do
-  local list = ids[hash]
+  local list = writes[hash]
   if #list > 0 then
-    call('HSET', KEYS[hashes + hash], unpack(list))
-    call('PEXPIRE', KEYS[hashes + hash], 2 * tonumber(ARGV[1 + hash]))
+    list[#list + 1] = ''
+    list[#list + 1] = string.rep('-', 65)
+    if call('HSET', KEYS[hashes + hash], unpack(list)) * 2 == #list then
+      call('PEXPIRE', KEYS[hashes + hash], keep[hash])
+    end
   end
 end
 return replies

@@ -275,7 +275,7 @@ async fn every_write_script_past_its_deadline_writes_nothing() {
             tollgate_redis::scripts::CHECK,
             vec![&a, &b, &record],
             vec![
-                "1", "720", "c", "2", "CUTOFF", "1", "id-c", "60000", "1", "60000", "1",
+                "1", "1440", "1", "id-c", "c2.1", "CUTOFF", "60000:1", "60000:1",
             ],
         ),
         (
@@ -283,14 +283,21 @@ async fn every_write_script_past_its_deadline_writes_nothing() {
             tollgate_redis::scripts::CHECK,
             vec![&a, &b, &record],
             vec![
-                "1", "720", "r", "2", "CUTOFF", "1", "id-r", "60000", "1", "10", "60000", "1", "10",
+                "1",
+                "1440",
+                "1",
+                "id-r",
+                "r2.1",
+                "CUTOFF",
+                "60000:1:10",
+                "60000:1:10",
             ],
         ),
         (
             "refund",
             tollgate_redis::scripts::CHECK,
             vec![&a, &b, &record],
-            vec!["1", "720", "f", "2", "CUTOFF", "1", "id-f", "1", "1"],
+            vec!["1", "1440", "1", "id-f", "f2.1", "CUTOFF", "1", "1"],
         ),
         (
             "delete",
@@ -424,4 +431,97 @@ async fn a_reservation_against_a_max_of_2_pow_53_is_exact() {
         stored(&mut admin, &top.key).await.as_deref(),
         Some("9007199254740992")
     );
+}
+
+/// A call that is not well formed (an unknown op, a counter argument of
+/// another op, a counter missing) writes nothing and ends the script; the
+/// calls before it keep their writes, replies and records, so a retry of
+/// the batch replays them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_call_writes_nothing_and_the_calls_before_it_are_recorded() {
+    let server = RedisServer::start();
+    let mut admin = admin(&server.url()).await;
+    let id = tollgate_test_support::unique();
+    let (a, b) = (format!("limit:a:{id}:1"), format!("limit:b:{id}:1"));
+    let hash = format!("{}780.{id}", tollgate_redis::RECORD_PREFIX);
+    let cutoff = (now_millis() + 10_000).to_string();
+    let eval = |keys: &[&str], args: &[&str]| {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(tollgate_redis::scripts::CHECK)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        cmd
+    };
+    let malformed = |reply: &Value| matches!(reply, Value::ServerError(e) if e.details() == Some("tollgate: a malformed call"));
+    let alone = [
+        ("an unknown op", vec!["x1.1", &cutoff, "60000:2"]),
+        (
+            "a count's argument to a reservation",
+            vec!["r1.1", &cutoff, "60000:2"],
+        ),
+        (
+            "a reservation's argument to a count",
+            vec!["c1.1", &cutoff, "60000:2:9"],
+        ),
+        ("text for a cost", vec!["c1.1", &cutoff, "60000:two"]),
+        ("no cutoff", vec!["c1.1", "soon", "60000:2"]),
+        ("a counter missing", vec!["c2.1", &cutoff, "60000:2"]),
+        ("a hash that is not there", vec!["c1.2", &cutoff, "60000:2"]),
+    ];
+    for (what, call) in &alone {
+        let mut args = vec!["1", "1660", "1", "id-0"];
+        args.extend(call);
+        let reply = raw(&mut admin, eval(&[&a, &hash], &args)).await;
+        let Value::Array(replies) = &reply else {
+            panic!("{what}: {reply:?}")
+        };
+        assert!(
+            replies.len() == 1 && malformed(&replies[0]),
+            "{what}: {reply:?}"
+        );
+        assert_eq!(stored(&mut admin, &a).await, None, "{what} wrote");
+        assert_eq!(stored(&mut admin, &hash).await, None, "{what} recorded");
+    }
+    // A good call, then a malformed one: the first is applied and
+    // recorded, the second writes nothing, the reply is one short.
+    let args = [
+        "1", "1660", "2", "id-1", "id-2", "c1.1", &cutoff, "60000:2", "c1.1", &cutoff, "bad",
+    ];
+    let reply = raw(&mut admin, eval(&[&a, &b, &hash], &args)).await;
+    let Value::Array(replies) = &reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(replies.len(), 2, "{reply:?}");
+    assert_eq!(replies[0], Value::Array(vec![Value::Int(2)]));
+    assert!(malformed(&replies[1]), "{reply:?}");
+    assert_eq!(stored(&mut admin, &a).await.as_deref(), Some("2"));
+    assert_eq!(
+        stored(&mut admin, &b).await,
+        None,
+        "the malformed call wrote"
+    );
+    let recorded = run(&mut admin, &["HGET", &hash, "id-1"]).await;
+    assert_eq!(recorded, Value::BulkString(b"2".to_vec()));
+    // Its retry, well formed this time, replays the first call.
+    let args = [
+        "1", "1660", "2", "id-1", "id-2", "c1.1", &cutoff, "60000:2", "c1.1", &cutoff, "60000:5",
+    ];
+    let again: Vec<Vec<u64>> = eval(&[&a, &b, &hash], &args)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(again, [[2], [5]]);
+    assert_eq!(
+        stored(&mut admin, &a).await.as_deref(),
+        Some("2"),
+        "replayed"
+    );
+}
+
+/// The reply to `cmd` as the server sent it, error replies inside arrays
+/// included (a typed query turns those into an error of the whole reply).
+async fn raw(conn: &mut redis::aio::MultiplexedConnection, cmd: redis::Cmd) -> Value {
+    use redis::aio::ConnectionLike;
+    conn.req_packed_command(&cmd).await.unwrap()
 }

@@ -92,16 +92,13 @@ async fn a_count_is_one_evalsha_with_the_deadline_first() {
             "b",
             hash,
             "1",
-            "2080",
-            "c",
-            "2",
-            cutoff,
+            "4260",
             "1",
             id.to_string(),
-            "60000",
-            "2",
-            "60000",
-            "1"
+            "c2.1",
+            cutoff,
+            "60000:2",
+            "60000:1"
         ])
     );
 }
@@ -203,12 +200,11 @@ async fn every_operation_reads_its_reply() {
             "a",
             format!("limit:#2080.{}", d.unix_millis() / 100),
             "1",
-            "2080",
-            "f",
-            "1",
-            cutoff,
+            "4260",
             "1",
             id.to_string(),
+            "f1.1",
+            cutoff,
             "3"
         ])
         .as_array()
