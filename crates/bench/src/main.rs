@@ -114,12 +114,15 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// One measured round of `side`, named `name`, with the server's CPU
-    /// time during it.
+    /// One measured round of `side`, named `name`, with the server's and
+    /// this process's CPU time during it.
     async fn round<S: Side>(&self, name: &'static str, side: &S) -> Round {
+        let client = server::client();
         let cpu = self.server.map(server::Server::cpu_ticks);
+        let own = Some(client.cpu_ticks());
         let sample = load::run(side, self.concurrency, self.duration, self.keys).await;
-        Round::new(name, &sample, server::since(self.server, cpu))
+        let ticks = server::since(self.server, cpu);
+        Round::new(name, &sample, ticks, server::since(Some(&client), own))
     }
 }
 

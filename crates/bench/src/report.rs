@@ -28,16 +28,29 @@ pub(crate) struct Round {
     /// microseconds (user + system, from `/proc/PID/stat`; a server on
     /// this machine only).
     pub(crate) server_cpu_us_per_check: Option<f64>,
+    /// CPU time this process (the load generator and the side's client)
+    /// spent per check during the round, in microseconds: the client's
+    /// share of two shared cores.
+    pub(crate) client_cpu_us_per_check: Option<f64>,
 }
 
 impl Round {
-    /// `server_ticks`: the server's CPU time during the round, in clock
-    /// ticks of 10 ms, when known.
-    pub(crate) fn new(side: &'static str, sample: &Sample, server_ticks: Option<u64>) -> Round {
-        Round {
-            server_cpu_us_per_check: server_ticks
+    /// `server_ticks` and `client_ticks`: the server's and this process's
+    /// CPU time during the round, in clock ticks of 10 ms, when known.
+    pub(crate) fn new(
+        side: &'static str,
+        sample: &Sample,
+        server_ticks: Option<u64>,
+        client_ticks: Option<u64>,
+    ) -> Round {
+        let per_check = |ticks: Option<u64>| {
+            ticks
                 .filter(|_| sample.checks > 0)
-                .map(|ticks| ticks as f64 * 10_000.0 / sample.checks as f64),
+                .map(|ticks| ticks as f64 * 10_000.0 / sample.checks as f64)
+        };
+        Round {
+            server_cpu_us_per_check: per_check(server_ticks),
+            client_cpu_us_per_check: per_check(client_ticks),
             side,
             checks_per_sec: sample.rate(),
             p50_ms: sample.millis(0.5),
@@ -180,17 +193,16 @@ impl Report {
     pub(crate) fn table(&self) -> String {
         let mut out = format!("store: {}\nsetup: {}\n\n", self.store, self.setup);
         out.push_str(
-            "side        checks/s    p50 ms    p99 ms  p99.9 ms   errors    refused  trips/refused  server µs/check\n",
+            "side        checks/s    p50 ms    p99 ms  p99.9 ms   errors    refused  trips/refused  server µs/check  client µs/check\n",
         );
         for r in &self.rounds {
             let trips = r
                 .round_trips_per_refused
                 .map_or_else(|| "-".to_owned(), |t| format!("{t:.3}"));
-            let cpu = r
-                .server_cpu_us_per_check
-                .map_or_else(|| "-".to_owned(), |t| format!("{t:.2}"));
+            let us = |t: Option<f64>| t.map_or_else(|| "-".to_owned(), |t| format!("{t:.2}"));
+            let (cpu, client) = (us(r.server_cpu_us_per_check), us(r.client_cpu_us_per_check));
             out.push_str(&format!(
-                "{:<9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>8} {:>10} {:>14} {:>16}\n",
+                "{:<9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>8} {:>10} {:>14} {:>16} {:>16}\n",
                 r.side,
                 r.checks_per_sec,
                 r.p50_ms,
@@ -199,7 +211,8 @@ impl Report {
                 r.errors,
                 r.refused,
                 trips,
-                cpu
+                cpu,
+                client
             ));
         }
         for side in SIDES {
@@ -242,18 +255,26 @@ impl Report {
                 ));
             }
         }
-        for side in SIDES {
-            let cpu = median(
-                self.rounds
-                    .iter()
-                    .filter(|r| r.side == side)
-                    .filter_map(|r| r.server_cpu_us_per_check)
-                    .collect(),
-            );
-            if let Some(cpu) = cpu {
-                out.push_str(&format!(
-                    "median server CPU per check, {side}: {cpu:.2} µs\n"
-                ));
+        for (whose, of) in [
+            (
+                "server",
+                (|r| r.server_cpu_us_per_check) as fn(&Round) -> Option<f64>,
+            ),
+            ("client", |r| r.client_cpu_us_per_check),
+        ] {
+            for side in SIDES {
+                let cpu = median(
+                    self.rounds
+                        .iter()
+                        .filter(|r| r.side == side)
+                        .filter_map(of)
+                        .collect(),
+                );
+                if let Some(cpu) = cpu {
+                    out.push_str(&format!(
+                        "median {whose} CPU per check, {side}: {cpu:.2} µs\n"
+                    ));
+                }
             }
         }
         out
@@ -275,6 +296,7 @@ mod tests {
             refused: 0,
             round_trips_per_refused: None,
             server_cpu_us_per_check: Some(cpu),
+            client_cpu_us_per_check: Some(cpu / 2.0),
         }
     }
 
@@ -318,6 +340,10 @@ mod tests {
         );
         for (side, cpu) in [("tollgate", "30.50"), ("raw", "20.50"), ("seed", "10.50")] {
             let line = format!("median server CPU per check, {side}: {cpu} µs\n");
+            assert!(table.contains(&line), "{table}");
+        }
+        for (side, cpu) in [("tollgate", "15.25"), ("raw", "10.25"), ("seed", "5.25")] {
+            let line = format!("median client CPU per check, {side}: {cpu} µs\n");
             assert!(table.contains(&line), "{table}");
         }
         let json = serde_json::to_value(&report).map_err(|e| e.to_string());

@@ -1,5 +1,6 @@
-//! The redis-server process, when it runs on this machine: its CPU time,
-//! so that a report shows whether both sides ask the server for the same work.
+//! The redis-server process, when it runs on this machine, and this
+//! process: their CPU time, so that a report shows whether both sides ask
+//! the server and the client for the same work.
 
 use std::path::PathBuf;
 
@@ -57,4 +58,12 @@ pub(crate) async fn info(url: &str, name: &str) -> Option<String> {
 pub(crate) fn since(server: Option<&Server>, before: Option<Option<u64>>) -> Option<u64> {
     let now = server?.cpu_ticks()?;
     Some(now.saturating_sub(before.flatten()?))
+}
+
+/// This process: the client side of every check, whose CPU time a round
+/// reads as it reads the server's.
+pub(crate) fn client() -> Server {
+    Server {
+        stat: PathBuf::from("/proc/self/stat"),
+    }
 }

@@ -194,9 +194,9 @@ impl Raw {
             tollgate::redis::RECORD_PREFIX,
             deadline.unix_millis() / 100
         ));
-        // One hash, kept twice the record's lifetime, with this call's id.
+        // One hash, kept as a store keeps it, with this call's id.
         call.arg(1)
-            .arg(2 * RECORD_MS)
+            .arg(2 * RECORD_MS + 100)
             .arg(1)
             .arg(CheckId::new().to_string());
         call.arg(format!("{op}{}.1", keys.len()))
@@ -264,6 +264,7 @@ impl Side for Raw {
     }
 }
 
-/// How long a raw call's record is kept: as a store under the default
-/// retry policy keeps it (twice its 350 ms budget and four 20 ms skew margins).
+/// A raw call's record lifetime: as a store's under the default retry
+/// policy (twice its 350 ms budget and four 20 ms skew margins). Its hash
+/// is kept twice this and 100 ms, as a store keeps it.
 const RECORD_MS: u64 = 780;
