@@ -352,7 +352,12 @@ local texts = {}
 -- Each call in turn, checked whole before it is applied.
 local replies, r, k = {}, 0, 0
 while a <= last do
-  local head, cutoff = head_of(ARGV[a]), cutoffs[ARGV[a + 1]]
+  -- Parsed already, as a rule (a function call costs more than the
+  -- table read).
+  local head, cutoff = heads[ARGV[a]], cutoffs[ARGV[a + 1]]
+  if head == nil then
+    head = head_of(ARGV[a])
+  end
   if not cutoff and ARGV[a + 1] then
     cutoff = tonumber(ARGV[a + 1])
     cutoffs[ARGV[a + 1]] = cutoff
@@ -361,7 +366,11 @@ while a <= last do
   local ok = op and cutoff and head.hash <= m and k + head.n <= hashes
     and (head.hash == 0 or next_id[head.hash] <= stop[head.hash])
   for i = 1, ok and head.n or 0 do
-    local counter = counter_of(ARGV[a + 1 + i])
+    local arg = ARGV[a + 1 + i]
+    local counter = counters[arg]
+    if counter == nil then
+      counter = counter_of(arg)
+    end
     if not counter or counter.parts ~= op[2] then
       ok = false
     end
