@@ -201,7 +201,7 @@ async fn ceiling(
             let deadline = now.as_millis() as u64 + 50;
             let hash = deadline / 100;
             command.push(format!("{}780.{hash}", tollgate_redis::RECORD_PREFIX));
-            command.extend(["1".into(), "1560".into(), "1".into(), id.to_string()]);
+            command.extend(["1".into(), "1660".into(), "1".into(), id.to_string()]);
             let code = if op == Op::Reserve { "r" } else { "c" };
             command.push(format!("{code}{rules}.1"));
             command.push((deadline + 20).to_string());

@@ -74,11 +74,14 @@ impl Record {
     /// How long the hash is kept from the write that creates it (the
     /// script gives it that lifetime then, and only then): twice the
     /// records' lifetime and 100 ms. Every record in it lives its lifetime
-    /// after its write, because the hash takes writes for at most a check's
-    /// budget, a skew margin and 100 ms (its calls' deadlines fall within
-    /// 100 ms, and each writes within its budget before its deadline), and
-    /// twice the lifetime is the lifetime and more than the budget and the
-    /// skew margin.
+    /// after its write: its calls' deadlines fall within 100 ms, and each
+    /// writes, on the server's clock, from its budget and a skew margin
+    /// before its deadline until its cutoff, a skew margin after it; so the
+    /// hash takes writes for at most a budget, two skew margins and 100
+    /// ms, and twice the lifetime (twice the budget and four skew margins)
+    /// is the lifetime and more than that. Past a budget of about 12 hours
+    /// the lifetime stops at a day, and a record written late in its
+    /// hash's span may live less than a day.
     pub(crate) fn keep_ms(&self) -> u64 {
         self.lifetime_ms.saturating_mul(2).saturating_add(SPAN_MS)
     }

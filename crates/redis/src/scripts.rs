@@ -26,8 +26,9 @@
 //! `math.min(count + cost, 2^53)` saturates exactly and `count + cost <= max`
 //! is decided exactly. Numbers written back as text go through
 //! `string.format('%.0f')`, exact for every integer up to 2^53 (Lua's own
-//! `tostring` keeps only 14 digits), and come back as integer replies,
-//! exact up to 2^53.
+//! `tostring` keeps only 14 digits), or, for records, `string.format('%d')`
+//! where Lua's C `long` holds 2^53 (it is 32 bits on some platforms), and
+//! come back as integer replies, exact up to 2^53.
 
 use std::sync::LazyLock;
 
@@ -78,19 +79,17 @@ macro_rules! write_script {
 /// Returns one reply per call, in order: the counts after it (`c`, `f`,
 /// `g`), or `{applied, count...}` (`r`: 1 and the new counts, or 0 and
 /// the current ones); `DEADLINE`; or an error reply when a counter holds
-/// something other than a count (nothing written for that call). A call
-/// that is not well formed ends the script: it is answered
-/// `ERR tollgate: a malformed call` and the later calls get no reply (the
-/// store reads the short reply as invalid, and a retry replays the calls
-/// before it from their records).
+/// something other than a count (nothing written for that call). When
+/// any call or hash is not well formed, the script applies nothing and
+/// answers the error reply `ERR tollgate: a malformed call`.
 ///
 /// **Records.** The script reads each hash once (`HMGET` of its ids). A
 /// call (`c`, `r`, `f`) whose id is there is answered the recorded reply
 /// and applies nothing, even past its deadline: a retry of an applied
-/// call. Otherwise its reply is recorded (its numbers as `%d`, comma
+/// call. Otherwise its reply is recorded (its numbers in decimal, comma
 /// separated): one `HSET` per hash of every reply applied. Each `HSET`
-/// also sets the field `""` to 65 bytes: when that field is new, the hash
-/// is, and it gets how long it is kept (`PEXPIRE`, once per hash rather
+/// also sets the field `""` to 65 bytes: when every field is new, `""`
+/// included, the hash is, and it gets how long it is kept (`PEXPIRE`, once per hash rather
 /// than once per script call; the store sends a time that outlasts every
 /// write to the hash by a record's lifetime). And 65 bytes are more than a
 /// compact hash's values may hold (Redis's `hash-max-listpack-value`, 64
@@ -319,41 +318,24 @@ if not m then
 end
 local hashes, last = #KEYS - m, #ARGV
 
--- Each hash: how long it is kept, its ids (read with one HMGET: what each
--- call recorded before), the next of them and the last, and its new fields.
-local keep, found, next_id, stop, writes = {}, {}, {}, {}, {}
+-- Each hash: how long it is kept, its ids, the next of them and the
+-- last, and its new fields.
+local keep, next_id, stop, writes = {}, {}, {}, {}
 local a = 2
 for hash = 1, m do
   local ids = tonumber(ARGV[a + 1])
-  if not ids or not tonumber(ARGV[a]) or a + 1 + ids > last then
+  if not ids or not match(ARGV[a], '^[1-9]%d*$') or a + 1 + ids > last then
     return redis.error_reply(MALFORMED)
   end
   keep[hash], next_id[hash], stop[hash], writes[hash] = ARGV[a], a + 2, a + 1 + ids, {}
-  local seen = {}
-  if ids > 0 then
-    local values = pcall('HMGET', KEYS[hashes + hash], unpack(ARGV, a + 2, a + 1 + ids))
-    for i = 1, ids do
-      if values.err then
-        seen[ARGV[a + 1 + i]] = values
-      elseif values[i] then
-        seen[ARGV[a + 1 + i]] = values[i]
-      end
-    end
-  end
-  found[hash] = seen
   a = a + 2 + ids
 end
 
--- A reply of `size` numbers as a record's text: `%d` writes every integer
--- up to 2^53 exactly (as a C long), at a fraction of the cost of the
--- float formatting of `..` and `table.concat`.
-local texts = {}
-
--- Each call in turn, checked whole before it is applied.
-local replies, r, k = {}, 0, 0
+-- Every call well formed before any is applied: its head, its cutoff, its
+-- counters' keys and arguments, its id. (Each distinct head and argument
+-- is parsed once; a table read costs less than a function call.)
+local first, k, used = a, 0, {}
 while a <= last do
-  -- Parsed already, as a rule (a function call costs more than the
-  -- table read).
   local head, cutoff = heads[ARGV[a]], cutoffs[ARGV[a + 1]]
   if head == nil then
     head = head_of(ARGV[a])
@@ -363,24 +345,74 @@ while a <= last do
     cutoffs[ARGV[a + 1]] = cutoff
   end
   local op = head and ops[head.code]
-  local ok = op and cutoff and head.hash <= m and k + head.n <= hashes
-    and (head.hash == 0 or next_id[head.hash] <= stop[head.hash])
-  for i = 1, ok and head.n or 0 do
+  if not op or not cutoff or head.hash > m or k + head.n > hashes then
+    return redis.error_reply(MALFORMED)
+  end
+  for i = 1, head.n do
     local arg = ARGV[a + 1 + i]
     local counter = counters[arg]
     if counter == nil then
       counter = counter_of(arg)
     end
     if not counter or counter.parts ~= op[2] then
-      ok = false
+      return redis.error_reply(MALFORMED)
     end
   end
-  if not ok then
-    r = r + 1
-    replies[r] = redis.error_reply(MALFORMED)
-    break
+  if head.hash > 0 then
+    used[head.hash] = (used[head.hash] or 0) + 1
   end
-  local run, n, hash = op[1], head.n, head.hash
+  k = k + head.n
+  a = a + 2 + head.n
+end
+if k ~= hashes then
+  return redis.error_reply(MALFORMED)
+end
+-- Each hash's ids, one per call that uses it.
+for hash = 1, m do
+  if (used[hash] or 0) ~= stop[hash] - next_id[hash] + 1 then
+    return redis.error_reply(MALFORMED)
+  end
+end
+
+-- Each hash's records, read with one HMGET: what each call recorded before.
+local found = {}
+for hash = 1, m do
+  local seen, from, to = {}, next_id[hash], stop[hash]
+  if to >= from then
+    local values = pcall('HMGET', KEYS[hashes + hash], unpack(ARGV, from, to))
+    for i = 1, to - from + 1 do
+      if values.err then
+        seen[ARGV[from + i - 1]] = values
+      elseif values[i] then
+        seen[ARGV[from + i - 1]] = values[i]
+      end
+    end
+  end
+  found[hash] = seen
+end
+
+-- A reply of `size` numbers as a record's text: `%d` where Lua's C long
+-- holds 2^53 (one test per script call), else `%.0f`; both exact up to
+-- 2^53, and `%d` costs a fraction of the float formatting of `..` and
+-- `table.concat`. An empty reply is ''.
+local one = format('%d', LIMIT) == '9007199254740992' and '%d' or '%.0f'
+local texts = {}
+local function text(reply)
+  local size = #reply
+  local form = texts[size]
+  if not form then
+    form = size > 0 and one .. string.rep(',' .. one, size - 1) or ''
+    texts[size] = form
+  end
+  return format(form, unpack(reply))
+end
+
+-- Each call in turn.
+local replies, r = {}, 0
+a, k = first, 0
+while a <= last do
+  local head = heads[ARGV[a]]
+  local run, n, hash, cutoff = ops[head.code][1], head.n, head.hash, cutoffs[ARGV[a + 1]]
   local id
   if hash > 0 then
     id = ARGV[next_id[hash]]
@@ -411,13 +443,7 @@ while a <= last do
   else
     reply = run(k, a + 1, n)
     if hash > 0 and not reply.err then
-      local size = #reply
-      local text = texts[size]
-      if not text then
-        text = '%d' .. string.rep(',%d', size - 1)
-        texts[size] = text
-      end
-      local list, written = writes[hash], format(text, unpack(reply))
+      local list, written = writes[hash], text(reply)
       list[#list + 1] = id
       list[#list + 1] = written
       -- A second call of the same id in this script is its replay.
@@ -430,8 +456,8 @@ while a <= last do
   a = a + 2 + n
 end
 
--- One HSET per hash, with the field '' first: new only when the hash is,
--- and then the hash gets its lifetime.
+-- One HSET per hash, with the field '' last: every field is new only when
+-- the hash is, and then the hash gets its lifetime.
 for hash = 1, m do
   local list = writes[hash]
   if #list > 0 then

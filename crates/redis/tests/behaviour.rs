@@ -57,6 +57,20 @@ async fn record_hashes(admin: &mut redis::aio::MultiplexedConnection) -> BTreeSe
     keys.into_iter().collect()
 }
 
+/// Every hash of records on the server has a lifetime: none is left to
+/// live for ever.
+async fn assert_every_hash_expires(admin: &mut redis::aio::MultiplexedConnection) {
+    let hashes = record_hashes(admin).await;
+    assert!(!hashes.is_empty(), "no hash of records to look at");
+    for hash in hashes {
+        let left = run(admin, &["PTTL", &hash]).await;
+        assert!(
+            matches!(left, Value::Int(ms) if ms > 0),
+            "{hash} has no lifetime: {left:?}"
+        );
+    }
+}
+
 /// How many hashes of records are in `after` and not in `before`: each
 /// got its lifetime (`PEXPIRE`) once, when the script created it. (A hash
 /// takes writes for at most a call's budget and 100 ms, and lives over a
@@ -163,6 +177,7 @@ async fn a_check_of_four_limits_is_one_round_trip() {
     println!("refund × {CHECKS}: {turns} round trips, {new} new hashes, commands {stats:?}");
     assert_eq!(turns, CHECKS, "round trips for {CHECKS} refunds");
     assert_eq!(stats, script_calls(CHECKS, 4, new));
+    assert_every_hash_expires(&mut admin).await;
 
     run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
     let before = relay.turns();
@@ -522,4 +537,5 @@ async fn refused_callers_under_attack_cost_the_server_nothing() {
     let stats = command_calls(&mut admin).await;
     let new = new_hashes(&hashes, &record_hashes(&mut admin).await);
     assert_eq!(stats, lean_calls(1, 2, 2 + new));
+    assert_every_hash_expires(&mut admin).await;
 }

@@ -433,12 +433,12 @@ async fn a_reservation_against_a_max_of_2_pow_53_is_exact() {
     );
 }
 
-/// A call that is not well formed (an unknown op, a counter argument of
-/// another op, a counter missing) writes nothing and ends the script; the
-/// calls before it keep their writes, replies and records, so a retry of
-/// the batch replays them.
+/// A script call with any call or hash not well formed (an unknown op, a
+/// counter argument of another op, a counter or id missing, a hash kept for
+/// no whole number of ms) applies nothing and answers one error, even when
+/// the calls before it are well formed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_malformed_call_writes_nothing_and_the_calls_before_it_are_recorded() {
+async fn a_malformed_call_makes_the_whole_script_call_write_nothing() {
     let server = RedisServer::start();
     let mut admin = admin(&server.url()).await;
     let id = tollgate_test_support::unique();
@@ -453,69 +453,83 @@ async fn a_malformed_call_writes_nothing_and_the_calls_before_it_are_recorded() 
             .arg(args);
         cmd
     };
-    let malformed = |reply: &Value| matches!(reply, Value::ServerError(e) if e.details() == Some("tollgate: a malformed call"));
-    let alone = [
-        ("an unknown op", vec!["x1.1", &cutoff, "60000:2"]),
+    let c = cutoff.as_str();
+    // Each after a well-formed count of `a` (keys `a`, `b` and the hash):
+    // how long the hash is kept, its ids, the malformed call.
+    let two: &[&str] = &["i", "j"];
+    let cases: [(&str, &str, &[&str], Vec<&str>); 10] = [
+        ("an unknown op", "1660", two, vec!["x1.1", c, "60000:2"]),
         (
             "a count's argument to a reservation",
-            vec!["r1.1", &cutoff, "60000:2"],
+            "1660",
+            two,
+            vec!["r1.1", c, "60000:2"],
         ),
         (
             "a reservation's argument to a count",
-            vec!["c1.1", &cutoff, "60000:2:9"],
+            "1660",
+            two,
+            vec!["c1.1", c, "60000:2:9"],
         ),
-        ("text for a cost", vec!["c1.1", &cutoff, "60000:two"]),
-        ("no cutoff", vec!["c1.1", "soon", "60000:2"]),
-        ("a counter missing", vec!["c2.1", &cutoff, "60000:2"]),
-        ("a hash that is not there", vec!["c1.2", &cutoff, "60000:2"]),
+        ("text for a cost", "1660", two, vec!["c1.1", c, "60000:two"]),
+        ("no cutoff", "1660", two, vec!["c1.1", "soon", "60000:2"]),
+        ("a counter's argument missing", "1660", two, vec!["c1.1", c]),
+        (
+            "a hash that is not there",
+            "1660",
+            two,
+            vec!["c1.2", c, "60000:2"],
+        ),
+        ("an id missing", "1660", &["i"], vec!["c1.1", c, "60000:2"]),
+        ("a hash kept 1.5 ms", "1.5", two, vec!["c1.1", c, "60000:2"]),
+        ("a hash kept 0 ms", "0", two, vec!["c1.1", c, "60000:2"]),
     ];
-    for (what, call) in &alone {
-        let mut args = vec!["1", "1660", "1", "id-0"];
-        args.extend(call);
-        let reply = raw(&mut admin, eval(&[&a, &hash], &args)).await;
-        let Value::Array(replies) = &reply else {
-            panic!("{what}: {reply:?}")
-        };
+    for (what, keep, ids, bad) in &cases {
+        let count = ids.len().to_string();
+        let mut args = vec!["1", keep, &count];
+        args.extend(ids.iter());
+        args.extend(["c1.1", c, "60000:2"]);
+        args.extend(bad);
+        let reply = raw(&mut admin, eval(&[&a, &b, &hash], &args)).await;
         assert!(
-            replies.len() == 1 && malformed(&replies[0]),
+            matches!(&reply, Value::ServerError(e) if e.details() == Some("tollgate: a malformed call")),
             "{what}: {reply:?}"
         );
-        assert_eq!(stored(&mut admin, &a).await, None, "{what} wrote");
+        assert_eq!(
+            stored(&mut admin, &a).await,
+            None,
+            "{what}: the good call wrote"
+        );
+        assert_eq!(stored(&mut admin, &b).await, None, "{what} wrote");
         assert_eq!(stored(&mut admin, &hash).await, None, "{what} recorded");
     }
-    // A good call, then a malformed one: the first is applied and
-    // recorded, the second writes nothing, the reply is one short.
+    // Well formed, both are applied; a call of no counters is recorded as
+    // nothing, and replays so.
     let args = [
-        "1", "1660", "2", "id-1", "id-2", "c1.1", &cutoff, "60000:2", "c1.1", &cutoff, "bad",
+        "1", "1660", "3", "i", "j", "e", "c1.1", c, "60000:2", "c1.1", c, "60000:5", "f0.1", c,
     ];
-    let reply = raw(&mut admin, eval(&[&a, &b, &hash], &args)).await;
-    let Value::Array(replies) = &reply else {
-        panic!("{reply:?}")
-    };
-    assert_eq!(replies.len(), 2, "{reply:?}");
-    assert_eq!(replies[0], Value::Array(vec![Value::Int(2)]));
-    assert!(malformed(&replies[1]), "{reply:?}");
-    assert_eq!(stored(&mut admin, &a).await.as_deref(), Some("2"));
-    assert_eq!(
-        stored(&mut admin, &b).await,
-        None,
-        "the malformed call wrote"
-    );
-    let recorded = run(&mut admin, &["HGET", &hash, "id-1"]).await;
-    assert_eq!(recorded, Value::BulkString(b"2".to_vec()));
-    // Its retry, well formed this time, replays the first call.
-    let args = [
-        "1", "1660", "2", "id-1", "id-2", "c1.1", &cutoff, "60000:2", "c1.1", &cutoff, "60000:5",
-    ];
+    let once: Vec<Vec<u64>> = eval(&[&a, &b, &hash], &args)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
     let again: Vec<Vec<u64>> = eval(&[&a, &b, &hash], &args)
         .query_async(&mut admin)
         .await
         .unwrap();
-    assert_eq!(again, [[2], [5]]);
+    assert_eq!(
+        (once.clone(), again),
+        (vec![vec![2], vec![5], vec![]], once)
+    );
     assert_eq!(
         stored(&mut admin, &a).await.as_deref(),
         Some("2"),
         "replayed"
+    );
+    let recorded = run(&mut admin, &["HMGET", &hash, "i", "j", "e"]).await;
+    let field = |text: &str| Value::BulkString(text.as_bytes().to_vec());
+    assert_eq!(
+        recorded,
+        Value::Array(vec![field("2"), field("5"), field("")])
     );
 }
 

@@ -239,7 +239,11 @@ async fn a_calls_record_is_kept_twice_the_check_budget_and_the_skew_margin() {
     let redis::Value::Int(left) = support::run(&mut admin, &["PTTL", &key]).await else {
         panic!("PTTL is not a number")
     };
-    assert!((780..=1_660).contains(&left), "the record lives {left} ms");
+    // Kept from this first write: 1,660 ms, less the time to read it.
+    assert!(
+        (1_560..=1_660).contains(&left),
+        "the record lives {left} ms"
+    );
     let field = id.to_string();
     let recorded = support::run(&mut admin, &["HGET", &key, &field]).await;
     assert_eq!(recorded, redis::Value::BulkString(b"1".to_vec()));
