@@ -68,7 +68,7 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
         }
     }
     let server = if raw.is_some() || seed.is_some() {
-        server::Server::find(&args.store).await
+        server::Process::find(&args.store).await
     } else {
         None
     };
@@ -107,7 +107,7 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
 /// How every measured round runs.
 struct Run<'a> {
     /// The local redis-server, whose CPU time each round reads.
-    server: Option<&'a server::Server>,
+    server: Option<&'a server::Process>,
     concurrency: usize,
     duration: Duration,
     keys: Keys,
@@ -118,7 +118,7 @@ impl Run<'_> {
     /// this process's CPU time during it.
     async fn round<S: Side>(&self, name: &'static str, side: &S) -> Round {
         let client = server::client();
-        let cpu = self.server.map(server::Server::cpu_ticks);
+        let cpu = self.server.map(server::Process::cpu_ticks);
         let own = Some(client.cpu_ticks());
         let sample = load::run(side, self.concurrency, self.duration, self.keys).await;
         let ticks = server::since(self.server, cpu);

@@ -29,8 +29,8 @@ pub(crate) struct Round {
     /// this machine only).
     pub(crate) server_cpu_us_per_check: Option<f64>,
     /// CPU time this process (the load generator and the side's client)
-    /// spent per check during the round, in microseconds: the client's
-    /// share of two shared cores.
+    /// spent per check during the round, in microseconds (user + system,
+    /// from `/proc/self/stat`, in 10 ms ticks).
     pub(crate) client_cpu_us_per_check: Option<f64>,
 }
 

@@ -4,18 +4,18 @@
 
 use std::path::PathBuf;
 
-/// A local redis-server's `/proc` entry.
-pub(crate) struct Server {
+/// A process's `/proc` entry: a local redis-server's, or this one's.
+pub(crate) struct Process {
     stat: PathBuf,
 }
 
-impl Server {
+impl Process {
     /// The server behind `url`, by the `process_id` of `INFO server`, when
     /// its `/proc/PID/stat` can be read here (a server on another machine
     /// or in a container cannot).
-    pub(crate) async fn find(url: &str) -> Option<Server> {
+    pub(crate) async fn find(url: &str) -> Option<Process> {
         let pid: u32 = info(url, "process_id").await?.parse().ok()?;
-        let server = Server {
+        let server = Process {
             stat: PathBuf::from(format!("/proc/{pid}/stat")),
         };
         // The same number may be another process here (a server in a
@@ -54,16 +54,16 @@ pub(crate) async fn info(url: &str, name: &str) -> Option<String> {
     Some(value.trim().to_owned())
 }
 
-/// The server's CPU ticks since `before` (from [`Server::cpu_ticks`]).
-pub(crate) fn since(server: Option<&Server>, before: Option<Option<u64>>) -> Option<u64> {
-    let now = server?.cpu_ticks()?;
+/// A process's CPU ticks since `before` (from [`Process::cpu_ticks`]).
+pub(crate) fn since(process: Option<&Process>, before: Option<Option<u64>>) -> Option<u64> {
+    let now = process?.cpu_ticks()?;
     Some(now.saturating_sub(before.flatten()?))
 }
 
 /// This process: the client side of every check, whose CPU time a round
 /// reads as it reads the server's.
-pub(crate) fn client() -> Server {
-    Server {
+pub(crate) fn client() -> Process {
+    Process {
         stat: PathBuf::from("/proc/self/stat"),
     }
 }

@@ -188,13 +188,13 @@ impl Raw {
             call.key(key);
         }
         // The call's record: its id's field in the hash of its deadline's
-        // 100 ms, kept as a store keeps it under the default policy.
+        // 100 ms, kept as a store under the default policy keeps it.
         call.key(format!(
             "{}{RECORD_MS}.{}",
             tollgate::redis::RECORD_PREFIX,
             deadline.unix_millis() / 100
         ));
-        // One hash, kept as a store keeps it, with this call's id.
+        // One hash, how long it is kept, and this call's id in it.
         call.arg(1)
             .arg(2 * RECORD_MS + 100)
             .arg(1)

@@ -50,15 +50,24 @@ pub(crate) fn usage(
         .zip(counters)
         .zip(counts)
         .map(|((limit, counter), count)| {
-            // Past the rule's own max (a shadow rule's counter has a higher one).
-            let max = limit.rule().max();
-            let past_max = match mode {
-                Mode::Reserve if !applied => count.saturating_add(counter.cost) > max,
-                _ => count > max,
-            };
+            let refused = mode == Mode::Reserve && !applied;
+            let past_max = past_max(limit, count, refused);
             Usage::new(limit, counter.key, count, now, past_max)
         })
         .collect())
+}
+
+/// Whether `limit` at `count` refuses the call, against its rule's own max
+/// (a shadow rule's counter has a higher one): a refused reservation when
+/// its cost does not fit on top of `count`, anything else when `count` is
+/// past the max.
+fn past_max(limit: &Limit, count: u64, refused: bool) -> bool {
+    let max = limit.rule().max();
+    if refused {
+        count.saturating_add(limit.cost()) > max
+    } else {
+        count > max
+    }
 }
 
 /// The usage of each limit of a reservation that the local cache refused,
@@ -70,9 +79,13 @@ pub(crate) fn refused_locally(limits: &[Limit], counts: Vec<u64>, now: u64) -> A
         .iter()
         .zip(counts)
         .map(|(limit, count)| {
-            // As a refused reservation reads (`usage`), against the rule's own max.
-            let past_max = count.saturating_add(limit.cost()) > limit.rule().max();
-            Usage::new(limit, String::new(), count, now, past_max)
+            Usage::new(
+                limit,
+                String::new(),
+                count,
+                now,
+                past_max(limit, count, true),
+            )
         })
         .collect()
 }
