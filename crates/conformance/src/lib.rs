@@ -67,6 +67,8 @@ macro_rules! conformance_tests {
             a_retried_reservation_answers_as_its_first_attempt,
             a_retried_refund_gives_back_once,
             a_reply_lost_after_the_write_is_recognised_on_retry,
+            windows_match_the_model,
+            racing_callers_fill_a_sliding_window_exactly,
         );
     };
     (@checks $harness:ty; $($check:ident),* $(,)?) => {

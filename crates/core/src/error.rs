@@ -26,6 +26,9 @@ pub enum Error {
         "invalid window `{0}`: expected whole seconds or a number with s, m, h or d, at most 366 days"
     )]
     InvalidWindow(String),
+    /// A rule's algorithm is not one tollgate knows.
+    #[error("invalid algorithm `{0}`: expected `fixed` or `sliding`")]
+    InvalidAlgorithm(String),
     /// A rule asked for by name is not in the rule set.
     #[error("unknown rule `{0}`")]
     UnknownRule(String),

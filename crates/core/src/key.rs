@@ -127,17 +127,33 @@ impl Limit {
         counter_key(&self.stored, index)
     }
 
-    /// This limit's counter at `now_secs`: the current window's key, a
-    /// lifetime of one window, this limit's cost and its rule's max (for a
-    /// shadow rule, [`MAX_COUNT`]: it is counted but never blocks a
-    /// reservation).
+    /// This limit's counter at `now_secs`: the current window's key, its
+    /// rule's [counter lifetime](Rule::counter_ttl), this limit's cost and
+    /// its rule's max (for a shadow rule, [`MAX_COUNT`]: it is counted but
+    /// never blocks a reservation).
+    ///
+    /// For a sliding window that is the counter with an empty previous
+    /// window; [`Limiter`](crate::Limiter) lowers its max by what the
+    /// previous window still counts.
     pub fn counter(&self, now_secs: u64) -> Counter {
+        self.counter_after(now_secs, 0)
+    }
+
+    /// This limit's counter at `now_secs` with `weighted` units of the
+    /// previous window still counted: its max is lowered by them (a shadow
+    /// rule's stays [`MAX_COUNT`]).
+    pub(crate) fn counter_after(&self, now_secs: u64, weighted: u64) -> Counter {
         let window = self.rule.window();
+        let max = if self.rule.is_shadow() {
+            MAX_COUNT
+        } else {
+            self.rule.max().saturating_sub(weighted)
+        };
         Counter {
             key: self.counter_key(window.index(now_secs)),
-            ttl: window.duration(),
+            ttl: self.rule.counter_ttl(),
             cost: self.cost,
-            max: self.counter_max(),
+            max,
         }
     }
 

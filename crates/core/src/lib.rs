@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod algorithm;
 mod breaker;
 mod cache;
 mod clock;
@@ -23,6 +24,7 @@ mod verdict;
 mod visitor;
 pub mod window;
 
+pub use algorithm::Algorithm;
 pub use breaker::BreakerPolicy;
 #[cfg(feature = "test-util")]
 pub use clock::ManualClock;

@@ -7,26 +7,25 @@
 use std::sync::Arc;
 
 use crate::store::MAX_COUNT;
-use crate::{Counter, Limit, Mode, Reservation, StoreError, Usage};
+use crate::{Algorithm, Counter, Limit, Mode, Reservation, StoreError, Usage, algorithm};
 
 /// The usage of each limit after a check, from the store's reply; the
-/// usage takes over the counters' keys.
+/// usage takes over the counters' keys. `previous` holds, per limit, its
+/// previous window's count (a sliding window's; 0 for a fixed one), which
+/// the counters' maxes were lowered by as it weighs now.
 pub(crate) fn usage(
     limits: &[Limit],
     counters: Vec<Counter>,
     mode: Mode,
     reply: Reservation,
+    previous: &[u64],
     now: u64,
 ) -> Result<Arc<[Usage]>, StoreError> {
     let counts = same_len(counters.len(), reply.counts)?;
     let applied = reply.applied;
     let mut blocked = false;
     for (counter, &count) in counters.iter().zip(&counts) {
-        if count > MAX_COUNT {
-            return Err(StoreError::InvalidReply(format!(
-                "a count of {count} is over {MAX_COUNT}"
-            )));
-        }
+        not_past_max_count(count)?;
         if applied && count < counter.cost {
             return Err(StoreError::InvalidReply(
                 "a counter reads less than the cost just added".into(),
@@ -44,17 +43,42 @@ pub(crate) fn usage(
             "a reservation was refused with every cost fitting".into(),
         ));
     }
+    let refused = mode == Mode::Reserve && !applied;
     // One allocation: the iterator knows its length.
     Ok(limits
         .iter()
         .zip(counters)
         .zip(counts)
-        .map(|((limit, counter), count)| {
-            let refused = mode == Mode::Reserve && !applied;
-            let past_max = past_max(limit, count, refused);
-            Usage::new(limit, counter.key, count, now, past_max)
+        .enumerate()
+        .map(|(i, ((limit, counter), count))| {
+            let previous = previous.get(i).copied().unwrap_or(0);
+            seen(limit, counter.key, previous, count, now, refused)
         })
         .collect())
+}
+
+/// The usage of `limit` whose counter `key` stands at `current` and its
+/// previous window's at `previous` (read for a sliding window only):
+/// its count (a sliding window's estimate), whether it refuses the call,
+/// and how long to wait.
+pub(crate) fn seen(
+    limit: &Limit,
+    key: String,
+    previous: u64,
+    current: u64,
+    now: u64,
+    refused: bool,
+) -> Usage {
+    let rule = limit.rule();
+    match rule.algorithm() {
+        Algorithm::Fixed => Usage::new(limit, key, current, now, past_max(limit, current, refused)),
+        Algorithm::Sliding => {
+            let window = rule.window();
+            let count = algorithm::estimate(window, now, previous, current);
+            let wait = algorithm::wait(window, now, previous, current, limit.cost(), rule.max());
+            Usage::new(limit, key, count, now, past_max(limit, count, refused)).waiting(wait, now)
+        }
+    }
 }
 
 /// Whether `limit` at `count` refuses the call, against its rule's own max
@@ -88,6 +112,17 @@ pub(crate) fn refused_locally(limits: &[Limit], counts: Vec<u64>, now: u64) -> A
             )
         })
         .collect()
+}
+
+/// An error when a store answers a count over [`MAX_COUNT`], which no
+/// counter holds.
+pub(crate) fn not_past_max_count(count: u64) -> Result<(), StoreError> {
+    if count > MAX_COUNT {
+        return Err(StoreError::InvalidReply(format!(
+            "a count of {count} is over {MAX_COUNT}"
+        )));
+    }
+    Ok(())
 }
 
 /// `counts` when there is one per counter asked for.
@@ -126,7 +161,7 @@ mod tests {
             applied,
             counts: counts.to_vec(),
         };
-        usage(&limits, counters, mode, reply, 0)
+        usage(&limits, counters, mode, reply, &[], 0)
             .map(|u| u.iter().map(Usage::is_over).collect())
             .map_err(|e| e.kind().to_owned())
     }
@@ -161,8 +196,8 @@ mod tests {
                 applied,
                 counts: vec![3],
             };
-            let usage =
-                usage(&limits, counters.clone(), mode, reply, 0).unwrap_or_else(|e| panic!("{e}"));
+            let usage = usage(&limits, counters.clone(), mode, reply, &[], 0)
+                .unwrap_or_else(|e| panic!("{e}"));
             assert!(!usage[0].is_over(), "{mode:?}: a shadow rule refused");
             assert!(usage[0].is_shadow_over(), "{mode:?}: not reported");
         }

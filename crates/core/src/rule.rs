@@ -3,11 +3,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::observe::RuleMetrics;
-use crate::{Error, Limit, Unit, Window};
+use crate::{Algorithm, Error, Limit, Unit, Window};
 
 /// The longest rule name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
@@ -16,8 +17,9 @@ pub const MAX_NAME_LEN: usize = 64;
 /// compare with it is exact in a Lua number (a double) as well as in Rust.
 pub const MAX_MAX: u64 = (1 << 53) - 1;
 
-/// A named limit: at most `max` units per key in each fixed `window`, for
-/// keys of a fixed number of named parts.
+/// A named limit: at most `max` units per key in each `window` (fixed
+/// windows, or a sliding one: [`Algorithm`]), for keys of a fixed number
+/// of named parts.
 ///
 /// Names (of the rule and of its key parts) are 1 to 64 bytes of ASCII
 /// letters, digits, `-`, `_` and `.`, so they are safe in a counter key and
@@ -32,6 +34,7 @@ struct Spec {
     name: Arc<str>,
     max: u64,
     window: Window,
+    algorithm: Algorithm,
     key: Arc<[Arc<str>]>,
     unit: Unit,
     public: bool,
@@ -47,6 +50,7 @@ impl fmt::Debug for Rule {
             .field("name", &spec.name)
             .field("max", &spec.max)
             .field("window", &spec.window)
+            .field("algorithm", &spec.algorithm)
             .field("key", &spec.key)
             .field("unit", &spec.unit)
             .field("public", &spec.public)
@@ -91,6 +95,7 @@ impl Rule {
             name: name.into(),
             max,
             window,
+            algorithm: Algorithm::Fixed,
             key: Arc::new([]),
             unit: Unit::Calls,
             public: true,
@@ -117,6 +122,20 @@ impl Rule {
         }
         self.spec().key = names.into();
         Ok(self)
+    }
+
+    /// The same rule counting its window as `algorithm` says
+    /// ([`Algorithm::Fixed`] unless set).
+    ///
+    /// ```
+    /// use tollgate_core::{Algorithm, Rule, Window};
+    /// let ask = Rule::new("ask", 10, Window::from_secs(10)?)?.with_algorithm(Algorithm::Sliding);
+    /// assert_eq!(ask.algorithm(), Algorithm::Sliding);
+    /// # Ok::<(), tollgate_core::Error>(())
+    /// ```
+    pub fn with_algorithm(mut self, algorithm: Algorithm) -> Rule {
+        self.spec().algorithm = algorithm;
+        self
     }
 
     /// The same rule counting `unit`.
@@ -173,6 +192,21 @@ impl Rule {
     /// The window length.
     pub fn window(&self) -> Window {
         self.0.window
+    }
+
+    /// How the rule counts its window.
+    pub fn algorithm(&self) -> Algorithm {
+        self.0.algorithm
+    }
+
+    /// How long the rule's counters live from their first count: one
+    /// window for fixed windows, two for a sliding window (whose counter
+    /// is read through the next window too).
+    pub fn counter_ttl(&self) -> Duration {
+        match self.0.algorithm {
+            Algorithm::Fixed => self.0.window.duration(),
+            Algorithm::Sliding => self.0.window.duration().saturating_mul(2),
+        }
     }
 
     /// The names of the key parts, in order, e.g. `["project", "visitor"]`.
@@ -232,6 +266,8 @@ struct RuleBody {
     max: u64,
     window: Window,
     #[serde(default)]
+    algorithm: Algorithm,
+    #[serde(default)]
     key: Vec<String>,
     unit: Option<String>,
     public: Option<bool>,
@@ -245,6 +281,7 @@ impl RuleBody {
             None => Unit::Calls,
         };
         Ok(Rule::new(name, self.max, self.window)?
+            .with_algorithm(self.algorithm)
             .with_key(&self.key)?
             .with_unit(unit)
             .with_public(self.public.unwrap_or(true))
@@ -259,6 +296,8 @@ struct RawRule {
     max: u64,
     window: Window,
     #[serde(default)]
+    algorithm: Algorithm,
+    #[serde(default)]
     key: Vec<String>,
     unit: Option<String>,
     public: Option<bool>,
@@ -271,6 +310,7 @@ impl TryFrom<RawRule> for Rule {
         let body = RuleBody {
             max: raw.max,
             window: raw.window,
+            algorithm: raw.algorithm,
             key: raw.key,
             unit: raw.unit,
             public: raw.public,
@@ -281,7 +321,7 @@ impl TryFrom<RawRule> for Rule {
 }
 
 impl<'de> Deserialize<'de> for Rule {
-    /// Reads `{ name, max, window, key, unit, public }` and checks it as
+    /// Reads `{ name, max, window, algorithm, key, unit, public, shadow }` and checks it as
     /// [`Rule::new`] and its setters do.
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Rule, D::Error> {
         let raw = RawRule::deserialize(deserializer)?;
@@ -295,6 +335,7 @@ impl<'de> Deserialize<'de> for Rule {
 /// [ask]
 /// max = 15
 /// window = "1d"                  # or whole seconds: 86400
+/// algorithm = "fixed"            # or "sliding"; "fixed" when left out
 /// key = ["project", "visitor"]   # the key parts; none when left out
 ///
 /// [ask-tokens]

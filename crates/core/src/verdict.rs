@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::observe::RuleMetrics;
-use crate::{Limit, Rule, Unit, Window};
+use crate::{Algorithm, Limit, Rule, Unit, Window};
 
 /// Where one limit stands after a check.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,9 +56,30 @@ impl Usage {
         }
     }
 
+    /// A sliding window's usage, when past its max, waits `wait` seconds
+    /// (the time until the cost fits again, [`algorithm::wait`](crate::algorithm::wait);
+    /// at least 1), not until the window resets; `None` (a cost that never
+    /// fits) keeps the window's reset.
+    pub(crate) fn waiting(mut self, wait: Option<u64>, now_secs: u64) -> Usage {
+        if let (Some(wait), true) = (wait, self.over || self.shadow_over) {
+            self.retry_after = wait.max(1);
+            self.reset = now_secs.saturating_add(self.retry_after);
+        }
+        self
+    }
+
     /// The rule's name.
     pub fn name(&self) -> &str {
         self.rule.name()
+    }
+
+    /// How the rule counts its window.
+    pub fn algorithm(&self) -> Algorithm {
+        self.rule.algorithm()
+    }
+
+    pub(crate) fn rule(&self) -> &Rule {
+        &self.rule
     }
 
     pub(crate) fn shared_name(&self) -> &Arc<str> {
@@ -114,7 +135,9 @@ impl Usage {
         self.rule.window()
     }
 
-    /// `max - count`: below zero when a counted call went over.
+    /// `max - count`: below zero when a counted call went over. For a
+    /// sliding window the count is the estimate, the previous window's
+    /// weighted count plus the current one's.
     pub fn remaining(&self) -> i64 {
         // Counts are at most MAX_COUNT and `max` at most MAX_MAX, both below i64::MAX.
         let count = i64::try_from(self.count).unwrap_or(i64::MAX);
@@ -122,12 +145,15 @@ impl Usage {
         max.saturating_sub(count)
     }
 
-    /// When the window resets, in Unix seconds.
+    /// When the window resets, in Unix seconds; for a sliding window past
+    /// its max, when the cost fits again.
     pub fn reset(&self) -> u64 {
         self.reset
     }
 
-    /// Whole seconds until the window resets, never 0.
+    /// Whole seconds until the window resets, never 0; for a sliding
+    /// window past its max, until the cost fits again (the previous
+    /// window's weight falls every second).
     pub fn retry_after(&self) -> u64 {
         self.retry_after
     }
@@ -306,6 +332,7 @@ impl Verdict {
             limit: named.shared_name().clone(),
             max: named.max(),
             window: named.window(),
+            algorithm: named.algorithm(),
             unit: named.unit().clone(),
             reset: named.reset,
             retry_after: named.retry_after,
@@ -335,6 +362,7 @@ pub struct RateLimited {
     limit: Arc<str>,
     max: u64,
     window: Window,
+    algorithm: Algorithm,
     unit: Unit,
     reset: u64,
     retry_after: u64,
@@ -379,12 +407,18 @@ impl RateLimited {
         self.window
     }
 
+    /// How that limit counts its window.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
     /// What that limit counts.
     pub fn unit(&self) -> &Unit {
         &self.unit
     }
 
-    /// When that limit's window resets, in Unix seconds.
+    /// When that limit's window resets (a sliding window: when the cost
+    /// fits again), in Unix seconds.
     pub fn reset(&self) -> u64 {
         self.reset
     }

@@ -14,6 +14,7 @@ mod durability;
 mod keys;
 mod lifetimes;
 mod marks;
+mod oracle;
 mod refunds;
 mod reserve;
 mod retries;
@@ -41,6 +42,7 @@ pub use lifetimes::{
     every_counter_lives_until_its_window_ends_within_two_windows,
 };
 pub use marks::marks_belong_to_their_token;
+pub use oracle::{racing_callers_fill_a_sliding_window_exactly, windows_match_the_model};
 pub use refunds::{
     a_refund_after_the_window_rolled_over_changes_nothing,
     refunding_an_absent_counter_keeps_it_absent, refunds_floor_at_zero,
@@ -72,6 +74,7 @@ mod tests {
             include_str!("keys.rs"),
             include_str!("lifetimes.rs"),
             include_str!("marks.rs"),
+            include_str!("oracle.rs"),
             include_str!("refunds.rs"),
             include_str!("reserve.rs"),
             include_str!("retries.rs"),

@@ -32,6 +32,12 @@ pub(crate) enum Flaw {
     TtlSixty,
     /// Every counter lives twice its ttl (still within two windows).
     TtlDoubled,
+    /// Every counter lives half its ttl: a sliding window's previous
+    /// counter is gone before its weight is.
+    TtlHalved,
+    /// Reads every counter as 0: a sliding window never sees its previous
+    /// window.
+    GetReadsZero,
     /// A refused reservation still adds the costs that fit.
     ReservePartial,
     /// A reservation adds every cost, whatever the max.
@@ -92,6 +98,7 @@ impl Flawed {
                     Flaw::CostIsOne => c.cost = 1,
                     Flaw::TtlSixty => c.ttl = Duration::from_secs(60),
                     Flaw::TtlDoubled => c.ttl *= 2,
+                    Flaw::TtlHalved => c.ttl /= 2,
                     Flaw::MergesWindows => c.key = merged(&c.key),
                     _ => {}
                 }
@@ -264,6 +271,9 @@ impl CounterStore for Flawed {
         if self.flaw == Flaw::MergesWindows {
             let keys: Vec<String> = keys.iter().map(|k| merged(k)).collect();
             return self.inner.get(&keys, deadline).await;
+        }
+        if self.flaw == Flaw::GetReadsZero {
+            return Ok(vec![0; keys.len()]);
         }
         self.inner.get(keys, deadline).await
     }

@@ -35,6 +35,8 @@ picks!(
     RefundRenewsTtl,
     TtlSixty,
     TtlDoubled,
+    TtlHalved,
+    GetReadsZero,
     ReservePartial,
     ReserveIgnoresMax,
     MergesWindows,
@@ -184,6 +186,14 @@ caught! {
     id_ignored_fails_retried_reservation: Clocked<IdIgnored> => a_retried_reservation_answers_as_its_first_attempt;
     id_ignored_fails_retried_refund: Clocked<IdIgnored> => a_retried_refund_gives_back_once;
     id_ignored_fails_lost_reply: Clocked<IdIgnored> => a_reply_lost_after_the_write_is_recognised_on_retry;
+    get_reads_zero_fails_model: Clocked<GetReadsZero> => windows_match_the_model;
+    get_reads_zero_fails_racing_sliding: Clocked<GetReadsZero> => racing_callers_fill_a_sliding_window_exactly;
+    ttl_halved_fails_model: Clocked<TtlHalved> => windows_match_the_model;
+    merges_windows_fails_model: Clocked<MergesWindows> => windows_match_the_model;
+    cost_is_one_fails_model: Clocked<CostIsOne> => windows_match_the_model;
+    reserve_ignores_max_fails_model: Clocked<ReserveIgnoresMax> => windows_match_the_model;
+    reserve_ignores_max_fails_racing_sliding: Clocked<ReserveIgnoresMax> => racing_callers_fill_a_sliding_window_exactly;
+    reserve_partial_fails_model: Clocked<ReservePartial> => windows_match_the_model;
 }
 
 /// Renewing a counter's lifetime on every increment is allowed.

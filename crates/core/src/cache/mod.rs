@@ -15,6 +15,10 @@
 //! is seen within the age; until then a call it made room for may still be
 //! refused here. Refunds and resets through this limiter clear their
 //! entries at once.
+//!
+//! A sliding window's count falls every second as its previous window
+//! weighs less, so the cache neither notes nor answers checks of sliding
+//! limits: the store answers them.
 
 mod table;
 
@@ -22,8 +26,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use crate::{Limit, Usage, observe};
-use table::Table;
+use crate::{Algorithm, Limit, Usage, observe};
+pub(crate) use table::Table;
 
 /// A bounded map of counters to the count last seen, oldest evicted
 /// first; each entry answers for at most `age`. Counters are known by the
@@ -106,6 +110,11 @@ impl LocalCache {
         let mut counts = Vec::new();
         let mut full = false;
         for limit in limits {
+            // A sliding window's count falls as the previous window's
+            // weight does: only the store answers it.
+            if limit.rule().algorithm() == Algorithm::Sliding {
+                return None;
+            }
             let seen = inner.get(limit.stored(), limit.rule().window().index(secs))?;
             if !self.answers(seen, now) {
                 return None;
@@ -140,6 +149,9 @@ impl LocalCache {
         }
         let mut grew = false;
         for usage in usage {
+            if usage.algorithm() == Algorithm::Sliding {
+                continue;
+            }
             let (stored, index) = (usage.stored(), usage.index());
             let seen = Seen {
                 count: usage.count(),

@@ -14,7 +14,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 /// Values by counter, at most a given number, evicted in the order they
 /// were first inserted.
 #[derive(Debug)]
-pub(super) struct Table<V> {
+pub(crate) struct Table<V> {
     entries: HashTable<Entry<V>>,
     /// `(hash, serial)` of the entries in the order they were first
     /// inserted (some may have been removed since; they are skipped, and
@@ -63,7 +63,7 @@ impl<V> Default for Table<V> {
 
 impl<V> Table<V> {
     /// How many counters the table holds.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
@@ -74,14 +74,14 @@ impl<V> Table<V> {
 
     /// The value of counter `(stored, index)`, if held.
     #[inline]
-    pub(super) fn get(&self, stored: &str, index: u64) -> Option<&V> {
+    pub(crate) fn get(&self, stored: &str, index: u64) -> Option<&V> {
         let hash = self.hash(stored, index);
         let entry = self.entries.find(hash, |e| e.is(hash, stored, index));
         entry.map(|e| &e.value)
     }
 
     /// The value of counter `(stored, index)`, if held, to change.
-    pub(super) fn get_mut(&mut self, stored: &str, index: u64) -> Option<&mut V> {
+    pub(crate) fn get_mut(&mut self, stored: &str, index: u64) -> Option<&mut V> {
         let hash = self.hash(stored, index);
         let entry = self.entries.find_mut(hash, |e| e.is(hash, stored, index));
         entry.map(|e| &mut e.value)
@@ -89,7 +89,7 @@ impl<V> Table<V> {
 
     /// Inserts counter `(stored, index)`, not held yet, evicting the oldest
     /// first while `capacity` are held.
-    pub(super) fn insert(&mut self, capacity: usize, stored: &str, index: u64, value: V) {
+    pub(crate) fn insert(&mut self, capacity: usize, stored: &str, index: u64, value: V) {
         while self.entries.len() >= capacity {
             let Some((hash, serial)) = self.order.pop_front() else {
                 break;
@@ -114,7 +114,7 @@ impl<V> Table<V> {
     }
 
     /// Removes counter `(stored, index)`; whether it was held.
-    pub(super) fn remove(&mut self, stored: &str, index: u64) -> bool {
+    pub(crate) fn remove(&mut self, stored: &str, index: u64) -> bool {
         let hash = self.hash(stored, index);
         match self.entries.find_entry(hash, |e| e.is(hash, stored, index)) {
             Ok(entry) => {
@@ -138,7 +138,7 @@ impl<V> Table<V> {
 
     /// How many places `order` holds, removed entries included.
     #[cfg(test)]
-    pub(super) fn order_len(&self) -> usize {
+    pub(crate) fn order_len(&self) -> usize {
         self.order.len()
     }
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::previous::Previous;
 use crate::cache::LocalCache;
 use crate::retry::Attempts;
 use crate::{BreakerPolicy, Clock, CounterStore, Limiter, RetryPolicy, SystemClock};
@@ -109,6 +110,7 @@ impl LimiterBuilder {
             clock: self.clock,
             shadows: Arc::default(),
             failures: Arc::default(),
+            previous: Arc::new(Previous::new(self.retry.worst_case())),
             cache: (self.cache > 0 && !self.cache_age.is_zero())
                 .then(|| Arc::new(LocalCache::new(self.cache, self.cache_age))),
         }

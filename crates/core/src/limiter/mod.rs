@@ -2,6 +2,7 @@
 
 mod builder;
 mod distinct;
+mod previous;
 mod settle;
 
 use std::sync::Arc;
@@ -13,8 +14,9 @@ use crate::retry::Attempts;
 use crate::throttle::Throttle;
 use crate::{
     CheckId, Clock, Counter, CounterStore, Error, Limit, Reservation, RetryPolicy, StoreError,
-    Usage, Verdict, reply,
+    Usage, Verdict, algorithm, reply,
 };
+use previous::{Plan, Previous};
 
 pub use builder::LimiterBuilder;
 
@@ -64,6 +66,8 @@ pub struct Limiter {
     /// Warnings about shadow rules, at most one per rule per second.
     shadows: Arc<Throttle>,
     failures: Arc<Failures>,
+    /// The previous window's counts of sliding limits, once final.
+    previous: Arc<Previous>,
     cache: Option<Arc<LocalCache>>,
     attempts: Arc<Attempts>,
 }
@@ -172,9 +176,13 @@ impl Limiter {
         }
         let at = self.clock.now();
         let now = at.as_secs();
-        let cache = self.cache.as_deref().filter(|_| mode == Mode::Reserve);
+        // The cache answers reservations only (a count is counted anyway),
+        // and notes what every check saw, so it never answers with a count
+        // older than one this limiter has seen since.
+        let cache = self.cache.as_deref();
+        let answers = cache.filter(|_| mode == Mode::Reserve);
         // Before any counter key is built: a refused check builds none.
-        if let Some(seen) = cache.and_then(|cache| cache.refusal(limits, at)) {
+        if let Some(seen) = answers.and_then(|cache| cache.refusal(limits, at)) {
             let verdict = Verdict::local(reply::refused_locally(limits, seen, now));
             // The cache holds only counts the store gave and answers only
             // when one cannot fit; should that ever not read as a refusal,
@@ -184,30 +192,28 @@ impl Limiter {
                 return Ok(verdict);
             }
         }
-        let counters: Vec<Counter> = limits.iter().map(|l| l.counter(now)).collect();
+        let plan = Plan::new(&self.previous, limits, now);
         let epoch = cache.map_or(0, LocalCache::epoch);
         let id = CheckId::new();
-        let reply = match mode {
-            Mode::Count => self
-                .attempts
-                .run(Op::Count, |deadline| {
-                    (*self.store).count(&counters, id, deadline)
-                })
-                .await
-                .map(|counts| Reservation {
-                    applied: true,
-                    counts,
-                }),
-            Mode::Reserve => {
-                self.attempts
-                    .run(Op::Reserve, |deadline| {
-                        (*self.store).reserve(&counters, id, deadline)
-                    })
-                    .await
-            }
+        let op = match mode {
+            Mode::Count => Op::Count,
+            Mode::Reserve => Op::Reserve,
         };
-        let applied = reply.as_ref().is_ok_and(|r| r.applied);
-        match reply.and_then(|reply| reply::usage(limits, counters, mode, reply, now)) {
+        let reply = self
+            .attempts
+            .run(op, |deadline| {
+                self.attempt(limits, &plan, mode, id, deadline)
+            })
+            .await;
+        let reply = reply.map(|(previous, counters, reply)| {
+            plan.keep(&self.previous, limits, &previous, at);
+            (previous, counters, reply)
+        });
+        let applied = reply.as_ref().is_ok_and(|(_, _, r)| r.applied);
+        let usage = reply.and_then(|(previous, counters, reply)| {
+            reply::usage(limits, counters, mode, reply, &previous, now)
+        });
+        match usage {
             Ok(usage) => {
                 let verdict = Verdict::new(usage, applied);
                 if let Some(cache) = cache {
@@ -216,18 +222,55 @@ impl Limiter {
                 self.report(&verdict, false);
                 Ok(verdict)
             }
-            Err(err) => {
-                let outcome = match policy {
-                    Policy::FailOpen => Outcome::Degraded,
-                    Policy::FailClosed => Outcome::Unavailable,
-                };
-                if matches!(err, StoreError::Open) {
-                    self.attempts.breaker().skipped(policy == Policy::FailOpen);
-                }
-                observe::failed(limits, outcome);
-                self.failures.apply(&Names(limits).to_string(), policy, err)
-            }
+            Err(err) => self.failed(limits, policy, err),
         }
+    }
+
+    /// A check of `limits` whose store failed with `err`, as `policy` says.
+    fn failed(&self, limits: &[Limit], policy: Policy, err: StoreError) -> Result<Verdict, Error> {
+        let outcome = match policy {
+            Policy::FailOpen => Outcome::Degraded,
+            Policy::FailClosed => Outcome::Unavailable,
+        };
+        if matches!(err, StoreError::Open) {
+            self.attempts.breaker().skipped(policy == Policy::FailOpen);
+        }
+        observe::failed(limits, outcome);
+        self.failures.apply(&Names(limits).to_string(), policy, err)
+    }
+
+    /// One attempt of a check: the previous windows' counts the check
+    /// still needs ([`Plan`]; one store call, none for fixed windows
+    /// alone), then the count or reservation, each counter's max lowered
+    /// by its previous window's weighted count; both under the attempt's
+    /// deadline. The previous counts, the counters and the reply.
+    async fn attempt(
+        &self,
+        limits: &[Limit],
+        plan: &Plan,
+        mode: Mode,
+        id: CheckId,
+        deadline: crate::Deadline,
+    ) -> Result<(Vec<u64>, Vec<Counter>, Reservation), StoreError> {
+        let previous = plan.read(&*self.store, deadline).await?;
+        let now = plan.now;
+        let counters: Vec<Counter> = if previous.is_empty() {
+            limits.iter().map(|l| l.counter(now)).collect()
+        } else {
+            limits
+                .iter()
+                .zip(&previous)
+                .map(|(l, &p)| l.counter_after(now, algorithm::weighted(l.rule().window(), now, p)))
+                .collect()
+        };
+        let reply = match mode {
+            Mode::Count => Reservation {
+                applied: true,
+                counts: (*self.store).count(&counters, id, deadline).await?,
+            },
+            Mode::Reserve => (*self.store).reserve(&counters, id, deadline).await?,
+        };
+        Ok((previous, counters, reply))
     }
 
     /// Metrics of a check, and a warning (rate-limited) for each shadow rule
@@ -249,41 +292,66 @@ impl Limiter {
         }
     }
 
-    /// Where each limit stands now, without spending anything. A usage is
-    /// over when a call of the limit's cost now would be refused. Fail-closed.
+    /// Where each limit stands now, without spending anything, in one
+    /// store call (a sliding window's two counters read together). A usage
+    /// is over when a call of the limit's cost now would be refused.
+    /// Fail-closed.
     pub async fn remaining(&self, limits: &[Limit]) -> Result<Vec<Usage>, Error> {
         let now = self.clock.now().as_secs();
-        let keys: Vec<String> = limits
+        let mut keys: Vec<String> = limits
             .iter()
             .map(|l| l.counter_key(l.rule().window().index(now)))
             .collect();
+        // Each sliding limit's previous counter after them, in order.
+        let previous: Vec<Option<u64>> = limits
+            .iter()
+            .map(|l| previous::previous_index(l, now))
+            .collect();
+        keys.extend(
+            limits
+                .iter()
+                .zip(&previous)
+                .filter_map(|(l, index)| index.map(|i| l.counter_key(i))),
+        );
         let counts = self
             .attempts
             .run(Op::Get, |deadline| (*self.store).get(&keys, deadline))
             .await;
         let counts = counts
-            .and_then(|c| reply::same_len(limits.len(), c))
+            .and_then(|c| reply::same_len(keys.len(), c))
             .map_err(Error::Unavailable)?;
+        let mut earlier = counts[limits.len()..].iter().copied();
         Ok(limits
             .iter()
             .zip(keys)
-            .zip(counts)
-            .map(|((limit, key), count)| {
-                // Against the rule's own max: a shadow rule's counter has a higher one.
-                let past_max = count.saturating_add(limit.cost()) > limit.rule().max();
-                Usage::new(limit, key, count, now, past_max)
+            .zip(counts.iter().copied())
+            .zip(previous)
+            .map(|(((limit, key), count), index)| {
+                let previous = index.and_then(|_| earlier.next()).unwrap_or(0);
+                // As a reservation of the limit's cost would be refused.
+                reply::seen(limit, key, previous, count, now, true)
             })
             .collect())
     }
 
     /// Clears one limit's counter for the current window (an operator action);
-    /// whether there was one. Fail-closed.
+    /// whether there was one. A sliding window's previous counter is
+    /// cleared too (first), so that the caller starts afresh. Fail-closed.
     pub async fn reset(&self, limit: &Limit) -> Result<bool, Error> {
         let now = self.clock.now().as_secs();
         let index = limit.rule().window().index(now);
         let key = limit.counter_key(index);
         if let Some(cache) = &self.cache {
             cache.forget([(limit.stored(), index)]);
+        }
+        if let Some(earlier) = previous::previous_index(limit, now) {
+            let key = limit.counter_key(earlier);
+            self.previous.forget(limit, earlier);
+            self.attempts
+                .run(Op::Delete, |deadline| (*self.store).delete(&key, deadline))
+                .await
+                .map_err(Error::Unavailable)?;
+            self.previous.forget(limit, earlier);
         }
         let deleted = self
             .attempts

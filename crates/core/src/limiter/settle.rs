@@ -89,7 +89,7 @@ impl Limiter {
             let (back, more) = split(i, usage.cost());
             let counter = |key: String, cost: u64| Counter {
                 key,
-                ttl: window.duration(),
+                ttl: usage.rule().counter_ttl(),
                 cost: cost.min(MAX_COUNT),
                 max: usage.max(),
             };

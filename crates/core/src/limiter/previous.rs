@@ -1,0 +1,207 @@
+//! [`Previous`]: the previous window's counts of sliding limits, read from
+//! the store and kept once they can no longer change.
+//!
+//! A window's counter stops growing when the window ends, but not at once:
+//! a check that began before the end (on this machine's clock or another's)
+//! may still be applied, or retried, until its deadline. So a count read
+//! within [`Previous::settle`] of the window's end is used for that check
+//! and not kept; one read later is kept until the table's capacity evicts
+//! it. A refund never lowers it: refunds skip a window that has ended; a
+//! reset through this limiter forgets it (one through another instance is
+//! not seen here: this instance refuses what the cleared count weighed
+//! until the window ends, never admitting more than it should).
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::cache::Table;
+use crate::{Algorithm, CounterStore, Deadline, Limit, StoreError, reply};
+
+/// The kept counts of ended windows, by counter.
+#[derive(Debug)]
+pub(super) struct Previous {
+    table: Mutex<Table<u64>>,
+    capacity: usize,
+    settle: Duration,
+}
+
+/// How many previous counts a limiter keeps: 10,000 (about 1 MB at most).
+const CAPACITY: usize = 10_000;
+
+impl Previous {
+    /// A table that keeps a count read at least `settle` after its
+    /// window ended (the check budget, plus a second for clocks that
+    /// disagree across machines).
+    pub(super) fn new(budget: Duration) -> Previous {
+        Previous {
+            table: Mutex::new(Table::default()),
+            capacity: CAPACITY,
+            settle: budget.saturating_add(Duration::from_secs(1)),
+        }
+    }
+
+    /// Per limit, its previous window's count when kept; `None` for a
+    /// sliding limit whose count must be read (a fixed one needs none: 0).
+    pub(super) fn known(&self, limits: &[Limit], now_secs: u64) -> Vec<Option<u64>> {
+        let table = self.lock();
+        limits
+            .iter()
+            .map(|limit| match previous_index(limit, now_secs) {
+                None => Some(0),
+                Some(index) => table.get(limit.stored(), index).copied(),
+            })
+            .collect()
+    }
+
+    /// Keeps `count`, read at `at`, of `limit`'s previous window, when the
+    /// window ended long enough before.
+    pub(super) fn keep(&self, limit: &Limit, at: Duration, count: u64) {
+        let now = at.as_secs();
+        let Some(index) = previous_index(limit, now) else {
+            return;
+        };
+        let ended = Duration::from_secs(limit.rule().window().start(index + 1));
+        if at.saturating_sub(ended) < self.settle {
+            return;
+        }
+        let mut table = self.lock();
+        if table.get(limit.stored(), index).is_none() {
+            table.insert(self.capacity, limit.stored(), index, count);
+        }
+    }
+
+    /// Forgets `limit`'s count of window `index` (an operator reset it).
+    pub(super) fn forget(&self, limit: &Limit, index: u64) {
+        self.lock().remove(limit.stored(), index);
+    }
+
+    // Plain values: consistent even after a panic elsewhere.
+    fn lock(&self) -> MutexGuard<'_, Table<u64>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What one check needs of its limits' previous windows: nothing when it
+/// has no sliding limit; else each one's count, kept or to be read (in one
+/// store call, with the check's attempt).
+#[derive(Debug)]
+pub(super) struct Plan {
+    /// The check's time, in whole seconds.
+    pub(super) now: u64,
+    /// Per limit its previous count when known (0 for a fixed limit);
+    /// empty when the check has no sliding limit.
+    known: Vec<Option<u64>>,
+    /// The counter keys of the previous counts to read, in limit order.
+    keys: Vec<String>,
+}
+
+impl Plan {
+    /// The plan of a check of `limits` at `now_secs`.
+    pub(super) fn new(previous: &Previous, limits: &[Limit], now_secs: u64) -> Plan {
+        let sliding = limits
+            .iter()
+            .any(|l| l.rule().algorithm() == Algorithm::Sliding);
+        if !sliding {
+            return Plan {
+                now: now_secs,
+                known: Vec::new(),
+                keys: Vec::new(),
+            };
+        }
+        let known = previous.known(limits, now_secs);
+        let keys = limits
+            .iter()
+            .zip(&known)
+            .filter(|(_, known)| known.is_none())
+            .filter_map(|(limit, _)| {
+                previous_index(limit, now_secs).map(|index| limit.counter_key(index))
+            })
+            .collect();
+        Plan {
+            now: now_secs,
+            known,
+            keys,
+        }
+    }
+
+    /// Per limit its previous window's count (empty for a check without a
+    /// sliding limit): the kept ones, and the others read from `store` in
+    /// one call.
+    pub(super) async fn read(
+        &self,
+        store: &dyn CounterStore,
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        if self.known.is_empty() {
+            return Ok(Vec::new());
+        }
+        let read = if self.keys.is_empty() {
+            Vec::new()
+        } else {
+            reply::same_len(self.keys.len(), store.get(&self.keys, deadline).await?)?
+        };
+        for &count in &read {
+            reply::not_past_max_count(count)?;
+        }
+        let mut read = read.into_iter();
+        Ok(self
+            .known
+            .iter()
+            .map(|known| known.or_else(|| read.next()).unwrap_or(0))
+            .collect())
+    }
+
+    /// Keeps, in `previous`, the counts this plan read (`counts`, one per
+    /// limit, as [`read`](Plan::read) gave them at `at`) once final.
+    pub(super) fn keep(&self, previous: &Previous, limits: &[Limit], counts: &[u64], at: Duration) {
+        if self.keys.is_empty() {
+            return;
+        }
+        for ((limit, known), &count) in limits.iter().zip(&self.known).zip(counts) {
+            if known.is_none() {
+                previous.keep(limit, at, count);
+            }
+        }
+    }
+}
+
+/// The index of `limit`'s previous window at `now_secs`, for a sliding
+/// limit (none in window 0).
+pub(super) fn previous_index(limit: &Limit, now_secs: u64) -> Option<u64> {
+    let rule = limit.rule();
+    match rule.algorithm() {
+        Algorithm::Fixed => None,
+        Algorithm::Sliding => rule.window().index(now_secs).checked_sub(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Rule, Window};
+
+    fn limit(algorithm: Algorithm) -> Limit {
+        let rule = Rule::new("r", 5, Window::MINUTE).map(|r| r.with_algorithm(algorithm));
+        let rule = rule.unwrap_or_else(|e| panic!("{e}"));
+        rule.limit::<&str>(&[]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn keeps_only_counts_read_once_the_window_has_settled() {
+        let previous = Previous::new(Duration::from_millis(350));
+        let sliding = [limit(Algorithm::Sliding)];
+        // 60 s into window 1: window 0 ended 0.5 s ago, not settled yet.
+        let early = Duration::from_millis(60_500);
+        previous.keep(&sliding[0], early, 3);
+        assert_eq!(previous.known(&sliding, 60), vec![None]);
+        let later = Duration::from_millis(61_400);
+        previous.keep(&sliding[0], later, 4);
+        assert_eq!(previous.known(&sliding, 61), vec![Some(4)]);
+        assert_eq!(previous.known(&sliding, 120), vec![None], "window 1 is new");
+        assert_eq!(
+            previous.known(&[limit(Algorithm::Fixed)], 61),
+            vec![Some(0)]
+        );
+        assert_eq!(previous.known(&sliding, 30), vec![Some(0)], "window 0");
+    }
+}
