@@ -20,13 +20,22 @@ pub const UNAVAILABLE_RETRY_AFTER: u64 = 2;
 /// | `BadRequest` | 400 | |
 /// | `Internal` | 500 | |
 ///
-/// A limited body names the limit, the wait and the reset time:
+/// A limited body names the limit, its shape, the wait and the reset time:
 ///
 /// ```json
 /// {"type": "tag:tollgate,2025:rate-limited", "title": "Too Many Requests", "status": 429,
 ///  "detail": "rate limit `ask` reached: 15 per 1d; retry in 3600 s",
-///  "limit": "ask", "retry_after": 3600, "reset": 1764460800}
+///  "limit": "ask", "algorithm": "fixed", "retry_after": 3600, "reset": 1764460800}
 /// ```
+///
+/// | member | what it holds |
+/// |---|---|
+/// | `limit` | the name of the rule that refuses the call |
+/// | `algorithm` | how that rule counts its window ([`Algorithm::as_str`](tollgate_core::Algorithm::as_str)): `fixed` (the window resets at its end) or `sliding` (the previous window's count still weighs, less every second) |
+/// | `unit` | what the rule counts, when it is not calls |
+/// | `retry_after` | whole seconds to wait, as `Retry-After` says: until the window resets, or for a sliding window until the cost fits again |
+/// | `reset` | when that wait ends, in Unix seconds |
+/// | `never_fits` | `true` when the cost is above the rule's max (then no `retry_after` or `reset`) |
 ///
 /// A call whose cost is above the limit's max
 /// ([`RateLimited::never_fits`]) would be refused in every window: its body
@@ -36,7 +45,7 @@ pub const UNAVAILABLE_RETRY_AFTER: u64 = 2;
 /// ```json
 /// {"type": "tag:tollgate,2025:rate-limited", "title": "Too Many Requests", "status": 429,
 ///  "detail": "a cost of 250000 tokens never fits rate limit `ask-tokens`: 200000 tokens per 1d",
-///  "limit": "ask-tokens", "unit": "tokens", "never_fits": true}
+///  "limit": "ask-tokens", "algorithm": "fixed", "unit": "tokens", "never_fits": true}
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -84,7 +93,8 @@ impl Rejection {
             Rejection::Limited { limited, .. } => {
                 let problem = Problem::new(status, problem::RATE_LIMITED, "Too Many Requests")
                     .detail(limited.to_string())
-                    .member("limit", limited.limit());
+                    .member("limit", limited.limit())
+                    .member("algorithm", limited.algorithm().as_str());
                 let problem = match limited.unit() {
                     Unit::Calls => problem,
                     unit => problem.member("unit", unit.as_str()),
@@ -170,6 +180,80 @@ impl From<Error> for Rejection {
                 tracing::error!(error = %other, "tollgate-axum is misconfigured");
                 Rejection::Internal
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tollgate_core::{Algorithm, Limiter, ManualClock, Rule, Window};
+    use tollgate_memory::MemoryStore;
+
+    use super::*;
+
+    /// 2025-11-29T23:00:00Z, on a minute boundary.
+    const NOW: u64 = 20_421 * 86_400 + 23 * 3_600;
+
+    /// The rejection of the second call of `cost` to a rule of max 1 a
+    /// minute counting as `algorithm`, the first made `after` seconds
+    /// into the minute and the second a second later.
+    async fn second_call(algorithm: Algorithm, after: u64, cost: u64) -> Rejection {
+        let clock = ManualClock::new(Duration::from_secs(NOW + after));
+        let store = MemoryStore::with_clock(clock.clone());
+        let limiter = Limiter::builder(store).clock(clock.clone()).build();
+        let rule = Rule::new("ask", 1, Window::MINUTE)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .with_algorithm(algorithm);
+        let limit = rule.limit::<&str>(&[]).unwrap_or_else(|e| panic!("{e}"));
+        let first = limiter.reserve(std::slice::from_ref(&limit)).await;
+        assert!(first.is_ok_and(|v| v.is_allowed()));
+        clock.advance(Duration::from_secs(1));
+        let limit = limit.with_cost(cost).unwrap_or_else(|e| panic!("{e}"));
+        let verdict = limiter.reserve(&[limit]).await;
+        let verdict = verdict.unwrap_or_else(|e| panic!("{e}"));
+        Rejection::from_verdict(&verdict).unwrap_or_else(|| panic!("allowed"))
+    }
+
+    #[tokio::test]
+    async fn a_limited_body_names_the_shape_next_to_the_limit() {
+        let fixed = second_call(Algorithm::Fixed, 0, 1).await.problem();
+        assert_eq!(
+            fixed.to_json(),
+            r#"{"type":"tag:tollgate,2025:rate-limited","title":"Too Many Requests","status":429,"#
+                .to_owned()
+                + r#""detail":"rate limit `ask` reached: 1 per 1m; retry in 59 s","#
+                + r#""limit":"ask","algorithm":"fixed","retry_after":59,"reset":1764457260}"#
+        );
+        // The call in the last second of a minute still weighs in the next
+        // one's first second; a second later it has gone.
+        let sliding = second_call(Algorithm::Sliding, 59, 1).await.problem();
+        assert_eq!(
+            sliding.to_json(),
+            r#"{"type":"tag:tollgate,2025:rate-limited","title":"Too Many Requests","status":429,"#
+                .to_owned()
+                + r#""detail":"rate limit `ask` reached: 1 per 1m; retry in 1 s","#
+                + r#""limit":"ask","algorithm":"sliding","retry_after":1,"reset":1764457261}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cost_that_never_fits_names_the_shape_too() {
+        let body = second_call(Algorithm::Sliding, 0, 2).await.problem().body();
+        assert_eq!(body["algorithm"], "sliding");
+        assert_eq!(body["never_fits"], true);
+        assert!(body.get("retry_after").is_none() && body.get("reset").is_none());
+    }
+
+    #[test]
+    fn other_rejections_name_no_shape() {
+        for rejection in [
+            Rejection::Unavailable,
+            Rejection::BadRequest("missing client address".into()),
+            Rejection::Internal,
+        ] {
+            assert!(rejection.problem().body().get("algorithm").is_none());
         }
     }
 }

@@ -14,7 +14,7 @@ use axum::routing::post;
 use http::{Request, StatusCode};
 use serde_json::Value;
 use tollgate_axum::{Guard, KeyPart, Trust, VisitorSource};
-use tollgate_core::{Fault, Faulty, Limiter, ManualClock, Mode, Policy, Rule, Window};
+use tollgate_core::{Algorithm, Fault, Faulty, Limiter, ManualClock, Mode, Policy, Rule, Window};
 use tollgate_memory::MemoryStore;
 use tower::ServiceExt;
 
@@ -159,8 +159,60 @@ async fn limited_call_is_a_typed_429_with_standard_fields() {
         "rate limit `ask` reached: 3 per 1d; retry in 3600 s"
     );
     assert_eq!(body["limit"], "ask");
+    assert_eq!(body["algorithm"], "fixed");
     assert_eq!(body["retry_after"], 3600);
     assert_eq!(body["reset"], (20_421 + 1) * 86_400);
+}
+
+/// A sliding window's 429: the same policy item as a fixed window's, the
+/// estimate as what remains, and the exact wait (not the window's end)
+/// as `Retry-After`, `t` and the body's wait; the body names the shape.
+#[tokio::test]
+async fn a_sliding_window_429_says_the_exact_wait_and_names_its_shape() {
+    let clock = clock();
+    let limiter = Limiter::builder(MemoryStore::with_clock(clock.clone()))
+        .clock(clock.clone())
+        .build();
+    let burst = rule("burst", 10, Window::MINUTE).with_algorithm(Algorithm::Sliding);
+    let guard = Guard::new(limiter)
+        .rule(&burst, |_| Some(vec![]))
+        .mode(Mode::Reserve);
+    let (router, runs) = app(guard);
+    // A full budget in the last second of a minute (NOW is on one).
+    clock.advance(Duration::from_secs(59));
+    for _ in 0..10 {
+        let response = post_ask(&router, "docs", "203.0.113.9").await;
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    // At 0 s into the next minute all of it still weighs; at 1 s,
+    // floor(10 × 59/60) = 9 does: one call fits, then none until 7 s.
+    clock.advance(Duration::from_secs(1));
+    let response = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&response, "retry-after"), Some("1"));
+    clock.advance(Duration::from_secs(1));
+    let response = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, "ratelimit"), Some(r#""burst";r=0;t=59"#));
+    let response = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&response, "retry-after"), Some("6"));
+    assert_eq!(
+        header(&response, "ratelimit-policy"),
+        Some(r#""burst";q=10;w=60"#)
+    );
+    assert_eq!(header(&response, "ratelimit"), Some(r#""burst";r=0;t=6"#));
+    let body = json(&body_text(response).await);
+    assert_eq!(
+        (body["limit"].as_str(), body["algorithm"].as_str()),
+        (Some("burst"), Some("sliding"))
+    );
+    assert_eq!(body["retry_after"], 6);
+    assert_eq!(body["reset"], NOW + 61 + 6);
+    clock.advance(Duration::from_secs(6));
+    let response = post_ask(&router, "docs", "203.0.113.9").await;
+    assert_eq!(response.status(), StatusCode::OK, "the wait was exact");
+    assert_eq!(runs.load(Ordering::SeqCst), 12);
 }
 
 #[tokio::test]
@@ -559,7 +611,7 @@ async fn a_cost_above_the_max_is_a_429_that_never_promises_a_retry() {
         serde_json::json!({
             "type": "tag:tollgate,2025:rate-limited", "title": "Too Many Requests", "status": 429,
             "detail": "a cost of 101 tokens never fits rate limit `tokens`: 100 tokens per 1d",
-            "limit": "tokens", "unit": "tokens", "never_fits": true,
+            "limit": "tokens", "algorithm": "fixed", "unit": "tokens", "never_fits": true,
         })
     );
     // A cost that fits an empty window, refused only by what is spent:

@@ -33,7 +33,8 @@ pub(crate) enum Command {
 /// The `rules` subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum RulesCommand {
-    /// Validates a rules file and lists its rules; exit 1 on an invalid file.
+    /// Validates a rules file and lists its rules, each with its shape (fixed or
+    /// sliding); exit 1 on an invalid file.
     Check(CheckArgs),
 }
 

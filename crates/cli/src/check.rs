@@ -1,4 +1,5 @@
-//! `tollgate rules check FILE`: validates a rules file and lists its rules.
+//! `tollgate rules check FILE`: validates a rules file and lists its rules,
+//! each with its shape (`fixed` or `sliding`).
 
 use serde_json::json;
 use tollgate::Rule;
@@ -23,6 +24,7 @@ pub(crate) fn run(args: &CheckArgs) -> Result<String, Failure> {
                 rule.name().to_owned(),
                 rule.max().to_string(),
                 rule.window().to_string(),
+                rule.algorithm().to_string(),
                 key_names(rule),
                 rule.unit().to_string(),
                 yes_no(rule.is_public()),
@@ -30,7 +32,16 @@ pub(crate) fn run(args: &CheckArgs) -> Result<String, Failure> {
             ]
         })
         .collect();
-    let header = ["rule", "max", "window", "key", "unit", "public", "shadow"];
+    let header = [
+        "rule",
+        "max",
+        "window",
+        "algorithm",
+        "key",
+        "unit",
+        "public",
+        "shadow",
+    ];
     let count = match rules.len() {
         1 => "1 rule".to_owned(),
         n => format!("{n} rules"),
@@ -41,14 +52,15 @@ pub(crate) fn run(args: &CheckArgs) -> Result<String, Failure> {
     ))
 }
 
-/// A rule as JSON: its name, max, window (as written and in seconds), key
-/// parts, unit and flags.
+/// A rule as JSON: its name, max, window (as written and in seconds), shape
+/// (`algorithm`: `fixed` or `sliding`), key parts, unit and flags.
 pub(crate) fn rule_json(rule: &Rule) -> serde_json::Value {
     json!({
         "name": rule.name(),
         "max": rule.max(),
         "window": rule.window().to_string(),
         "window_secs": rule.window().secs(),
+        "algorithm": rule.algorithm().as_str(),
         "key": rule.key_parts().iter().map(|p| &**p).collect::<Vec<&str>>(),
         "unit": rule.unit().as_str(),
         "public": rule.is_public(),

@@ -42,15 +42,22 @@ pub(crate) async fn run(args: &ResetArgs) -> Result<String, Failure> {
         });
         return Ok(format!("{report:#}\n"));
     }
+    let sliding = target.limit.rule().algorithm() == tollgate::Algorithm::Sliding;
+    let previous = if sliding {
+        "the previous window's counter was cleared too (a sliding window); running instances \
+         that kept its count may count it until the current window ends\n"
+    } else {
+        ""
+    };
     Ok(if existed {
         format!(
-            "reset {what}: the current window's counter was cleared\n\
+            "reset {what}: the current window's counter was cleared\n{previous}\
              running instances may keep refusing it for up to {}: the age of their caches \
              of full counters (the default; an application may set its own)\n",
             shown(OTHERS_MAY_REFUSE)
         )
     } else {
-        format!("reset {what}: no counter existed in the current window\n")
+        format!("reset {what}: no counter existed in the current window\n{previous}")
     })
 }
 

@@ -144,9 +144,9 @@ mod tests {
             error(&format!("{ok}[ask]\nmax = 0\nwindow = \"1d\"\n")),
             "r.toml:5:2: invalid rule `ask`: max must be at least 1"
         );
-        let message = error(&format!("{ok}[b]\nmax = 1\nwindow = 1\nburst = 3\n"));
+        let message = error(&format!("{ok}[b]\nmax = 1\nwindow = 1\nmaximum = 3\n"));
         assert!(
-            message.starts_with("r.toml:8:1: invalid rules file: unknown field `burst`"),
+            message.starts_with("r.toml:8:1: invalid rules file: unknown field `maximum`"),
             "{message}"
         );
         let message = error(&format!("{ok}[c]\nmax = 1\n"));

@@ -19,7 +19,8 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
         return Err(Failure::new("the store answered no count"));
     };
     let rule = target.limit.rule();
-    // remaining = max - count, both at most 2^53.
+    // remaining = max - count, both at most 2^53. For a sliding window the
+    // count is the estimate, and `reset` when over is when a call fits again.
     let count = i128::from(usage.max()) - i128::from(usage.remaining());
     let names = rule.key_parts();
     if args.json {
@@ -38,6 +39,7 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
             "unit": usage.unit().as_str(),
             "window": usage.window().to_string(),
             "window_secs": usage.window().secs(),
+            "algorithm": usage.algorithm().as_str(),
             "reset": time::rfc3339(usage.reset()),
             "reset_unix": usage.reset(),
             "reset_in_secs": usage.retry_after(),
@@ -80,6 +82,7 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
         ("max", usage.max().to_string()),
         ("unit", usage.unit().to_string()),
         ("window", usage.window().to_string()),
+        ("algorithm", usage.algorithm().to_string()),
         (
             "reset",
             format!(

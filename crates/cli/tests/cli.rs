@@ -148,7 +148,16 @@ fn rules_check_lists_every_shipped_rule_with_its_shape() {
         .collect();
     assert_eq!(
         cells,
-        ["ask", "15", "1d", "project, visitor", "calls", "yes", "no"]
+        [
+            "ask",
+            "15",
+            "1d",
+            "fixed",
+            "project, visitor",
+            "calls",
+            "yes",
+            "no"
+        ]
     );
     let tokens = table
         .lines()
@@ -165,6 +174,7 @@ fn rules_check_lists_every_shipped_rule_with_its_shape() {
             "ask-tokens",
             "200000",
             "1d",
+            "fixed",
             "project",
             "tokens",
             "no",
@@ -172,6 +182,32 @@ fn rules_check_lists_every_shipped_rule_with_its_shape() {
         ]
     );
     assert!(table.ends_with("valid, 10 rules\n"), "{table}");
+    let header = table.lines().next().unwrap();
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        [
+            "rule",
+            "max",
+            "window",
+            "algorithm",
+            "key",
+            "unit",
+            "public",
+            "shadow"
+        ]
+    );
+    // The shipped defaults are the seed's fixed windows.
+    let rows = table.lines().skip(1).take_while(|l| !l.is_empty());
+    for row in rows {
+        assert_eq!(
+            row.split("  ")
+                .filter(|c| !c.is_empty())
+                .nth(3)
+                .map(str::trim),
+            Some("fixed"),
+            "{row}"
+        );
+    }
 
     let json = tollgate(&["rules", "check", "--json", path]).json();
     let rules = json["rules"].as_array().unwrap();
@@ -180,7 +216,7 @@ fn rules_check_lists_every_shipped_rule_with_its_shape() {
     assert_eq!(
         *ask,
         serde_json::json!({
-            "name": "ask", "max": 15, "window": "1d", "window_secs": 86400,
+            "name": "ask", "max": 15, "window": "1d", "window_secs": 86400, "algorithm": "fixed",
             "key": ["project", "visitor"], "unit": "calls", "public": true, "shadow": false,
         })
     );
@@ -188,6 +224,75 @@ fn rules_check_lists_every_shipped_rule_with_its_shape() {
     assert_eq!(github["window_secs"], 3600);
     let site = rules.iter().find(|r| r["name"] == "ask-site").unwrap();
     assert_eq!(site["public"], false);
+    assert!(rules.iter().all(|r| r["algorithm"] == "fixed"), "{json:#}");
+}
+
+#[test]
+fn rules_check_shows_each_rules_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = rules_file(
+        dir.path(),
+        "[ask]\nmax = 10\nwindow = \"10s\"\nalgorithm = \"sliding\"\nkey = [\"visitor\"]\n\n\
+         [docs-run]\nmax = 10\nwindow = \"1d\"\nalgorithm = \"fixed\"\nkey = [\"org\"]\n\n\
+         [github]\nmax = 60\nwindow = \"1h\"\n",
+    );
+    let table = tollgate(&["rules", "check", &file]).ok().to_owned();
+    let cells = |name: &str| -> Vec<String> {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {table}"));
+        row.split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        cells("ask"),
+        [
+            "ask", "10", "10s", "sliding", "visitor", "calls", "yes", "no"
+        ]
+    );
+    assert_eq!(cells("docs-run")[3], "fixed");
+    assert_eq!(cells("github")[3], "fixed", "fixed when left out");
+    assert!(table.ends_with("valid, 3 rules\n"), "{table}");
+
+    let json = tollgate(&["rules", "check", "--json", &file]).json();
+    let shapes: Vec<(&str, &str)> = json["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                r["algorithm"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            ("ask", "sliding"),
+            ("docs-run", "fixed"),
+            ("github", "fixed")
+        ]
+    );
+}
+
+#[test]
+fn rules_check_places_an_unknown_algorithm_at_its_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[a]\nmax = 1\nwindow = 1\n\n[b]\nmax = 2\nwindow = 1\nalgorithm = \"leaky\"\n";
+    let file = rules_file(dir.path(), text);
+    let line = tollgate(&["rules", "check", &file])
+        .error_line(1)
+        .to_owned();
+    assert!(
+        line.starts_with(&format!("tollgate: error: {file}:5:2: ")),
+        "{line}"
+    );
+    assert!(line.contains("leaky"), "{line}");
 }
 
 #[test]
@@ -242,14 +347,14 @@ fn rules_check_places_max_zero_at_its_table() {
 #[test]
 fn rules_check_places_an_unknown_field_at_the_field() {
     let dir = tempfile::tempdir().unwrap();
-    let text = "[a]\nmax = 1\nwindow = 1\n\n[b]\nmax = 2\nwindow = 1\n  burst = 3\n";
+    let text = "[a]\nmax = 1\nwindow = 1\n\n[b]\nmax = 2\nwindow = 1\n  maximum = 3\n";
     let file = rules_file(dir.path(), text);
     let line = tollgate(&["rules", "check", &file])
         .error_line(1)
         .to_owned();
     assert!(
         line.starts_with(&format!(
-            "tollgate: error: {file}:8:3: invalid rules file: unknown field `burst`"
+            "tollgate: error: {file}:8:3: invalid rules file: unknown field `maximum`"
         )),
         "{line}"
     );
@@ -377,6 +482,29 @@ fn status_reads_rules_from_a_file() {
     // The defaults do not hold that rule.
     let run = tollgate(&["status", "--store", &url, "uploads", "acme"]);
     assert!(run.error_line(1).contains("unknown rule `uploads`"));
+}
+
+#[test]
+fn status_names_a_sliding_windows_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let text = "[ask]\nmax = 5\nwindow = \"1d\"\nalgorithm = \"sliding\"\nkey = [\"org\"]\n";
+    let file = rules_file(dir.path(), text);
+    let rules = RuleSet::from_toml(text).unwrap();
+    count(&url, &rules, "ask", &["acme"], 2);
+    let args = ["status", "--store", &url, "--rules", &file];
+    let json = tollgate(&[&args[..], &["--json", "ask", "acme"]].concat()).json();
+    assert_eq!(json["algorithm"], "sliding", "{json:#}");
+    // Nothing in the previous day: the estimate is today's count.
+    assert_eq!(
+        (json["count"].as_i64(), json["remaining"].as_i64()),
+        (Some(2), Some(3))
+    );
+    let table = tollgate(&[&args[..], &["ask", "acme"]].concat());
+    assert!(table.ok().contains("\nalgorithm  sliding\n"), "{table:#?}");
+    // The shipped defaults are fixed windows.
+    let json = tollgate(&["status", "--store", &url, "--json", "github", "acme"]).json();
+    assert_eq!(json["algorithm"], "fixed");
 }
 
 #[test]

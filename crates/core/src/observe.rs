@@ -2,7 +2,7 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `tollgate_checks_total` | counter | `rule`, `outcome`: see below |
+//! | `tollgate_checks_total` | counter | `rule`; `algorithm`: the rule's shape, `fixed` or `sliding` ([`Algorithm::as_str`](crate::Algorithm::as_str)); `outcome`: see below |
 //! | `tollgate_store_call_seconds` | histogram | `store`, `op`: `count`, `reserve`, `refund`, `get`, `delete`, `claim`, `finish`, `release` |
 //! | `tollgate_store_errors_total` | counter | `store`, `kind`: `connection`, `timeout`, `busy`, `invalid-reply`, `backend` |
 //! | `tollgate_cache_entries` | gauge | |
@@ -34,9 +34,9 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
-use crate::{Limit, StoreError, Verdict};
+use crate::{Algorithm, Limit, Rule, StoreError, Verdict};
 
-/// Checks by rule and outcome.
+/// Checks by rule, algorithm and outcome.
 pub const CHECKS: &str = "tollgate_checks_total";
 /// Store call latency, in seconds, by store and operation.
 pub const STORE_CALL_SECONDS: &str = "tollgate_store_call_seconds";
@@ -116,7 +116,7 @@ pub(crate) fn check(verdict: &Verdict, local: bool) -> bool {
         } else {
             Outcome::NotSpent
         };
-        usage.metrics().count(usage.shared_name(), outcome);
+        usage.metrics().count(usage.rule(), outcome);
     }
     shadow_limited
 }
@@ -124,30 +124,51 @@ pub(crate) fn check(verdict: &Verdict, local: bool) -> bool {
 /// Counts a failed check (`degraded` or `unavailable`) once per rule.
 pub(crate) fn failed(limits: &[Limit], outcome: Outcome) {
     for limit in limits {
-        limit
-            .rule()
-            .metrics()
-            .count(limit.rule().shared_name(), outcome);
+        let rule = limit.rule();
+        rule.metrics().count(rule, outcome);
     }
 }
 
-/// A rule's check counters, one per outcome, registered with the metrics
-/// recorder the first time the rule is checked (so: install the recorder
-/// before the first check). Clones of a rule share them; they take no part
-/// in a rule's equality.
+/// A rule's check counters, one per outcome, labelled with the rule's
+/// name and algorithm, registered with the metrics recorder the first time
+/// the rule is checked (so: install the recorder before the first check).
+/// Clones of a rule share them; they take no part in a rule's equality.
 #[derive(Clone, Default)]
-pub(crate) struct RuleMetrics(Arc<OnceLock<[metrics::Counter; Outcome::ALL.len()]>>);
+pub(crate) struct RuleMetrics(Arc<OnceLock<Registered>>);
+
+/// The counters of [`RuleMetrics`], and the algorithm their label names.
+struct Registered {
+    algorithm: Algorithm,
+    counters: [metrics::Counter; Outcome::ALL.len()],
+}
 
 impl RuleMetrics {
-    fn count(&self, rule: &Arc<str>, outcome: Outcome) {
-        let counters = self.0.get_or_init(|| {
-            Outcome::ALL.map(|outcome| {
-                let rule = metrics::SharedString::from(Arc::clone(rule));
-                metrics::counter!(CHECKS, "rule" => rule, "outcome" => outcome.as_str())
-            })
+    fn count(&self, rule: &Rule, outcome: Outcome) {
+        let algorithm = rule.algorithm();
+        let registered = self.0.get_or_init(|| Registered {
+            algorithm,
+            counters: Outcome::ALL.map(|outcome| checks(rule, algorithm, outcome)),
         });
-        counters[outcome as usize].increment(1);
+        if registered.algorithm == algorithm {
+            registered.counters[outcome as usize].increment(1);
+        } else {
+            // A copy of a checked rule given another algorithm
+            // (`Rule::with_algorithm`) shares its counters, whose label is
+            // the old one: count under its own label, uncached.
+            checks(rule, algorithm, outcome).increment(1);
+        }
     }
+}
+
+/// The [`CHECKS`] counter of `rule` counting as `algorithm`, for `outcome`.
+fn checks(rule: &Rule, algorithm: Algorithm, outcome: Outcome) -> metrics::Counter {
+    let name = metrics::SharedString::from(Arc::clone(rule.shared_name()));
+    metrics::counter!(
+        CHECKS,
+        "rule" => name,
+        "algorithm" => algorithm.as_str(),
+        "outcome" => outcome.as_str()
+    )
 }
 
 impl PartialEq for RuleMetrics {
@@ -328,5 +349,95 @@ impl fmt::Debug for BreakerMetrics {
         f.debug_struct("BreakerMetrics")
             .field("store", &self.store)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    use super::*;
+    use crate::{Usage, Window};
+
+    /// The [`CHECKS`] counters above 0 after `run`, as `labels → count`.
+    fn counted(run: impl FnOnce()) -> BTreeMap<String, u64> {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, run);
+        let mut found = BTreeMap::new();
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let key = key.key();
+            if let (CHECKS, DebugValue::Counter(n)) = (key.name(), value)
+                && n > 0
+            {
+                let labels: Vec<String> = key
+                    .labels()
+                    .map(|l| format!("{}={}", l.key(), l.value()))
+                    .collect();
+                found.insert(labels.join(","), n);
+            }
+        }
+        found
+    }
+
+    /// A verdict of one usage of `rule` at `count`, over or not.
+    fn verdict(rule: &Rule, count: u64, over: bool) -> Verdict {
+        let limit = rule.limit::<&str>(&[]).unwrap_or_else(|e| panic!("{e}"));
+        let usage = Usage::new(&limit, String::new(), count, 0, over);
+        Verdict::new(Arc::from([usage]), true)
+    }
+
+    fn rule(name: &str, algorithm: Algorithm) -> Rule {
+        Rule::new(name, 2, Window::MINUTE)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .with_algorithm(algorithm)
+    }
+
+    #[test]
+    fn checks_are_labelled_with_the_rules_algorithm() {
+        let fixed = rule("f", Algorithm::Fixed);
+        let sliding = rule("s", Algorithm::Sliding);
+        let found = counted(|| {
+            check(&verdict(&fixed, 1, false), false);
+            check(&verdict(&sliding, 1, false), false);
+            check(&verdict(&sliding, 3, true), false);
+            check(&verdict(&fixed, 3, true), true);
+            failed(
+                &[sliding.limit::<&str>(&[]).unwrap_or_else(|e| panic!("{e}"))],
+                Outcome::Unavailable,
+            );
+        });
+        let expected: BTreeMap<String, u64> = [
+            ("rule=f,algorithm=fixed,outcome=allowed", 1),
+            ("rule=s,algorithm=sliding,outcome=allowed", 1),
+            ("rule=s,algorithm=sliding,outcome=limited", 1),
+            ("rule=f,algorithm=fixed,outcome=answered-locally", 1),
+            ("rule=s,algorithm=sliding,outcome=unavailable", 1),
+        ]
+        .into_iter()
+        .map(|(k, n)| (k.to_owned(), n))
+        .collect();
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn a_checked_rule_given_another_algorithm_counts_under_its_own_label() {
+        let fixed = rule("r", Algorithm::Fixed);
+        let found = counted(|| {
+            check(&verdict(&fixed, 1, false), false);
+            // Shares the counters registered for `fixed`.
+            let sliding = fixed.clone().with_algorithm(Algorithm::Sliding);
+            check(&verdict(&sliding, 1, false), false);
+            check(&verdict(&sliding, 1, false), false);
+            check(&verdict(&fixed, 1, false), false);
+        });
+        let expected: BTreeMap<String, u64> = [
+            ("rule=r,algorithm=fixed,outcome=allowed".to_owned(), 2),
+            ("rule=r,algorithm=sliding,outcome=allowed".to_owned(), 2),
+        ]
+        .into();
+        assert_eq!(found, expected);
     }
 }

@@ -264,9 +264,12 @@ fn metrics_count_checks_by_rule_and_outcome() {
     }
     assert_eq!(entries, Some(1.0), "the counter seen full is remembered");
     let expected: std::collections::BTreeMap<String, u64> = [
-        ("rule=m,outcome=allowed".to_owned(), 2),
-        ("rule=m,outcome=limited".to_owned(), 1),
-        ("rule=m,outcome=answered-locally".to_owned(), 2),
+        ("rule=m,algorithm=fixed,outcome=allowed".to_owned(), 2),
+        ("rule=m,algorithm=fixed,outcome=limited".to_owned(), 1),
+        (
+            "rule=m,algorithm=fixed,outcome=answered-locally".to_owned(),
+            2,
+        ),
     ]
     .into();
     assert_eq!(checks, expected);
@@ -359,7 +362,10 @@ fn metrics_count_each_failed_attempt_by_kind_beside_its_latency() {
         }
     }
     assert_eq!(errors, [("store=store,kind=busy".to_owned(), 3)]);
-    assert_eq!(outcomes, [("rule=e,outcome=unavailable".to_owned(), 1)]);
+    assert_eq!(
+        outcomes,
+        [("rule=e,algorithm=fixed,outcome=unavailable".to_owned(), 1)]
+    );
     assert_eq!(latencies, 3, "three attempts, each timed");
 }
 
@@ -472,7 +478,7 @@ async fn the_default_cache_age_is_two_seconds_and_zero_remembers_nothing() {
 }
 
 /// The `tollgate_checks_total` counters above 0 after `checks`, as
-/// `rule=…,outcome=…` → count.
+/// `rule=…,algorithm=…,outcome=…` → count.
 fn outcomes(checks: impl AsyncFnOnce()) -> std::collections::BTreeMap<String, u64> {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
@@ -518,14 +524,14 @@ fn only_the_rules_that_were_over_count_as_limited() {
         assert!(!counted.is_allowed() && counted.has_spent());
     });
     let expected: std::collections::BTreeMap<String, u64> = [
-        ("rule=full,outcome=allowed", 1),
-        ("rule=full,outcome=limited", 2),
-        ("rule=full,outcome=answered-locally", 1),
-        ("rule=roomy,outcome=allowed", 1),
-        ("rule=roomy,outcome=not-spent", 2),
-        ("rule=roomy,outcome=counted", 1),
-        ("rule=dark,outcome=allowed", 1),
-        ("rule=dark,outcome=not-spent", 2),
+        ("rule=full,algorithm=fixed,outcome=allowed", 1),
+        ("rule=full,algorithm=fixed,outcome=limited", 2),
+        ("rule=full,algorithm=fixed,outcome=answered-locally", 1),
+        ("rule=roomy,algorithm=fixed,outcome=allowed", 1),
+        ("rule=roomy,algorithm=fixed,outcome=not-spent", 2),
+        ("rule=roomy,algorithm=fixed,outcome=counted", 1),
+        ("rule=dark,algorithm=fixed,outcome=allowed", 1),
+        ("rule=dark,algorithm=fixed,outcome=not-spent", 2),
     ]
     .into_iter()
     .map(|(k, n)| (k.to_owned(), n))

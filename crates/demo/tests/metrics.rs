@@ -81,7 +81,11 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
         sample(
             &after_15,
             checks,
-            &[("rule", "ask"), ("outcome", "allowed")]
+            &[
+                ("rule", "ask"),
+                ("algorithm", "fixed"),
+                ("outcome", "allowed")
+            ]
         ),
         15.0
     );
@@ -89,7 +93,11 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
         sample(
             &after_15,
             checks,
-            &[("rule", "ask-tokens"), ("outcome", "allowed")]
+            &[
+                ("rule", "ask-tokens"),
+                ("algorithm", "fixed"),
+                ("outcome", "allowed")
+            ]
         ),
         15.0
     );
@@ -97,7 +105,11 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
         sample(
             &after_15,
             checks,
-            &[("rule", "ask"), ("outcome", "limited")]
+            &[
+                ("rule", "ask"),
+                ("algorithm", "fixed"),
+                ("outcome", "limited")
+            ]
         ),
         0.0
     );
@@ -110,7 +122,11 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
         sample(
             &after_18,
             checks,
-            &[("rule", "ask"), ("outcome", "limited")]
+            &[
+                ("rule", "ask"),
+                ("algorithm", "fixed"),
+                ("outcome", "limited")
+            ]
         ),
         1.0
     );
@@ -118,7 +134,11 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
         sample(
             &after_18,
             checks,
-            &[("rule", "ask"), ("outcome", "answered-locally")]
+            &[
+                ("rule", "ask"),
+                ("algorithm", "fixed"),
+                ("outcome", "answered-locally")
+            ]
         ),
         2.0
     );
@@ -126,7 +146,11 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
         sample(
             &after_18,
             checks,
-            &[("rule", "ask"), ("outcome", "allowed")]
+            &[
+                ("rule", "ask"),
+                ("algorithm", "fixed"),
+                ("outcome", "allowed")
+            ]
         ),
         15.0
     );
@@ -137,9 +161,19 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
             ("answered-locally", 0.0),
             ("not-spent", 3.0),
         ] {
-            let found = sample(&after_18, checks, &[("rule", rule), ("outcome", outcome)]);
+            let found = sample(
+                &after_18,
+                checks,
+                &[("rule", rule), ("algorithm", "fixed"), ("outcome", outcome)],
+            );
             assert_eq!(found, n, "{rule} {outcome}: {after_18}");
         }
+    }
+    // Every check counter names its rule's shape: the defaults are fixed windows.
+    let lines: Vec<&str> = after_18.lines().filter(|l| l.starts_with(checks)).collect();
+    assert!(!lines.is_empty(), "{after_18}");
+    for line in lines {
+        assert!(line.contains("algorithm=\"fixed\""), "{line}");
     }
     let calls = "tollgate_store_call_seconds_count";
     assert!(
