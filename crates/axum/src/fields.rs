@@ -12,27 +12,49 @@
 //! ```
 //!
 //! The draft mandates no algorithm: a policy is a quota `q` over a time
-//! window of `w` seconds, and `t` is how many seconds until quota comes
-//! back. Both shapes of [`Algorithm`](tollgate_core::Algorithm) say so
-//! truthfully:
+//! window of `w` seconds; `r` is the quota available now and `t` the
+//! effective window, the seconds within which the client should spend no
+//! more than `r` (a client that does is never refused for it). Each shape of
+//! [`Algorithm`](tollgate_core::Algorithm) says so truthfully (`T` is a
+//! GCRA rule's emission interval, `⌈window / max⌉`: one unit comes back
+//! every `T`; `b` its burst):
 //!
-//! | | fixed | sliding |
-//! |---|---|---|
-//! | `RateLimit-Policy` `q`, `w` | `max` units in each window of `w` seconds | `max` units in any `w` seconds (the window's length): the same item |
-//! | `RateLimit` `r` | `max − count` | `max −` the estimate (the previous window's count, weighted by the part of it still inside the last `w` seconds, plus the current one's) |
-//! | `RateLimit` `t`, limit over | until the window resets | the exact wait until the call's cost fits again, as `Retry-After` says (not the window's end) |
-//! | `RateLimit` `t`, limit not over | until the window resets | until the current window ends, by when the previous window's weight has all come back (quota comes back gradually before then) |
+//! | | fixed | sliding | gcra |
+//! |---|---|---|---|
+//! | `RateLimit-Policy` `q`, `w` | `max` units in each window of `w` seconds | `max` units in any `w` seconds (the window's length): the same item | `q` = `b`, the most units spent at once; `w` = `b·T` rounded up to whole seconds, the time an emptied bucket takes to fill up again. `q / w` is the rule's rate (`max` per window) |
+//! | `RateLimit` `r` | `max − count` | `max −` the estimate (the previous window's count, weighted by the part of it still inside the last `w` seconds, plus the current one's) | the units one call may spend now: `b` less what has not come back yet |
+//! | `RateLimit` `t`, limit over | until the window resets | the exact wait until the call's cost fits again, as `Retry-After` says (not the window's end) | the exact wait until the call's cost fits again, as `Retry-After` says |
+//! | `RateLimit` `t`, limit not over | until the window resets | until the current window ends, by when the previous window's weight has all come back (quota comes back gradually before then) | until the bucket is full again (quota comes back one unit every `T` before then) |
+//!
+//! For GCRA the draft's own reading of a policy decides the item (section
+//! numbers of draft -11): `q` is the quota allocated over the time window
+//! `w` (§3.1), and a client may take `q / w` as the average throughput the
+//! policy conveys (§8.5, which warns against fields that suggest more).
+//! `q = max, w = window` would tell a client that `max` units at once are
+//! fine, when the bucket refuses the unit after the `b`-th: a more
+//! permissive policy than the one enforced (what §7.2 forbids an
+//! intermediary to convey). `q = b` over the time those `b` units take to
+//! come back says both what may be spent at once and, as `q / w`, the
+//! rule's sustained rate, as the draft's own example pairs a short
+//! `"burst";q=100;w=60` policy with a `"daily"` one (§3). `w` is whole
+//! seconds, never 0 (§3.1.3): rounding it up only ever understates the
+//! rate (`q=1;w=1` for 10 a second with a burst of 1, `T` = 100 ms). No
+//! vendor parameter (§3.1's `acme-burst`) is added: `q` already is the
+//! burst.
 //!
 //! The shape itself is not a field parameter (the draft defines none); the
 //! 429 body names it ([`Rejection`](crate::Rejection)). As the draft
 //! warns, a client must not take `t` to mean that all of its quota is back
 //! by then: for a sliding window the current window's count still weighs
-//! in the next one.
+//! in the next one. Both windowed shapes and GCRA keep `r` within `t` on
+//! the safe side: before a sliding window's `t` ends quota comes back
+//! gradually, and before a GCRA bucket's `t` one unit comes back every
+//! `T`, so a client may in fact spend more than `r` by then, never less.
 
 use std::fmt::Write as _;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use tollgate_core::{Usage, Verdict};
+use tollgate_core::{Algorithm, Usage, Verdict};
 
 /// `RateLimit-Policy`: the quota and window of each limit.
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -44,20 +66,41 @@ pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// limit (with `;qu="UNIT"` when the limit counts a quota unit the draft
 /// defines, such as `content-bytes`), comma-separated; `None` when no limit
 /// is public. A sliding window's item is a fixed one's: `max` units in
-/// `w` seconds, which a sliding window holds for any `w` seconds.
+/// `w` seconds, which a sliding window holds for any `w` seconds. A GCRA
+/// limit's is its burst over the time the burst takes to come back,
+/// `"name";q=BURST;w=SECS` (the module's table).
 pub fn policy(usage: &[Usage]) -> Option<HeaderValue> {
     list(usage, |out, u| {
-        let _ = write!(out, ";q={};w={}", u.max(), u.window().secs());
+        let (q, w) = quota(u);
+        let _ = write!(out, ";q={q};w={w}");
         if let Some(unit) = u.unit().quota_unit() {
             let _ = write!(out, ";qu=\"{unit}\"");
         }
     })
 }
 
+/// The `q` and `w` of `usage`'s policy item: the rule's `max` and window
+/// length in seconds; for GCRA, its burst `b` and `b·T` rounded up to
+/// whole seconds (at least 1), `T = ⌈window / max⌉` µs the emission
+/// interval: 5 and 15 for 20 a minute with a burst of 5.
+fn quota(usage: &Usage) -> (u64, u64) {
+    let window = usage.window().secs();
+    if usage.algorithm() != Algorithm::Gcra {
+        return (usage.max(), window);
+    }
+    let burst = usage.burst();
+    let interval = (u128::from(window) * 1_000_000)
+        .div_ceil(u128::from(usage.max().max(1)))
+        .max(1);
+    let refill = (u128::from(burst) * interval).div_ceil(1_000_000).max(1);
+    (burst, u64::try_from(refill).unwrap_or(u64::MAX))
+}
+
 /// The `RateLimit` value: one `"name";r=REMAINING;t=SECS` per public
 /// limit, comma-separated, remaining never below 0; `None` when no limit is
 /// public. `t` is [`Usage::retry_after`]: until the window resets, or for
-/// a sliding window that is over, the exact wait until the cost fits
+/// a sliding window or a GCRA bucket that is over, the exact wait until
+/// the cost fits again; for a GCRA bucket that is not, until it is full
 /// again (the module's table). A rule that is not public
 /// ([`Rule::with_public`](tollgate_core::Rule::with_public)) never shows its
 /// budget here.
@@ -212,6 +255,95 @@ mod tests {
                 .await
                 .is_allowed()
         );
+    }
+
+    /// A GCRA rule of `max` a minute with a burst of `burst`.
+    fn gcra(name: &str, max: u64, burst: u64) -> Rule {
+        rule(name, max, Algorithm::Gcra)
+            .with_burst(burst)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[tokio::test]
+    async fn a_gcra_bucket_is_described_by_its_burst_and_its_rate() {
+        let (limiter, clock) = limiter();
+        // 20 a minute, 5 at once: one unit back every 3 s.
+        let bucket = gcra("ask-burst", 20, 5);
+        let fixed = rule("fixed", 10, Algorithm::Fixed);
+        let sliding = rule("sliding", 10, Algorithm::Sliding);
+        let all = [&bucket, &fixed, &sliding];
+        // Five at once: each takes one unit; the bucket is full again
+        // 3 s after the last unit taken for each one spent.
+        for i in 1..=5 {
+            let verdict = check(&limiter, &all, Mode::Reserve).await;
+            assert!(verdict.is_allowed(), "call {i}");
+            assert_eq!(
+                text(rate_limit(verdict.usage())),
+                format!(
+                    r#""ask-burst";r={};t={}, "fixed";r={};t=60, "sliding";r={};t=60"#,
+                    5 - i,
+                    3 * i,
+                    10 - i,
+                    10 - i
+                )
+            );
+        }
+        // The sixth is refused: nothing left at once, one unit back in 3 s,
+        // as Retry-After says.
+        let verdict = check(&limiter, &all, Mode::Reserve).await;
+        let limited = verdict.limited().unwrap_or_else(|| panic!("allowed"));
+        assert_eq!((limited.limit(), limited.retry_after()), ("ask-burst", 3));
+        assert_eq!(
+            text(policy(verdict.usage())),
+            r#""ask-burst";q=5;w=15, "fixed";q=10;w=60, "sliding";q=10;w=60"#,
+            "the burst over the 5 × 3 s it takes to come back: 20 a minute"
+        );
+        assert_eq!(
+            text(rate_limit(verdict.usage())),
+            r#""ask-burst";r=0;t=3, "fixed";r=5;t=60, "sliding";r=5;t=60"#
+        );
+        // 3 s later one unit is back: taken, the bucket is full in 15 s.
+        clock.advance(Duration::from_secs(3));
+        let verdict = check(&limiter, &[&bucket], Mode::Reserve).await;
+        assert!(verdict.is_allowed());
+        assert_eq!(text(rate_limit(verdict.usage())), r#""ask-burst";r=0;t=15"#);
+        // The policy item never changes with the bucket's state.
+        assert_eq!(text(policy(verdict.usage())), r#""ask-burst";q=5;w=15"#);
+    }
+
+    #[tokio::test]
+    async fn a_gcra_policy_rounds_its_window_up_and_shows_no_debt() {
+        let (limiter, _) = limiter();
+        // The default burst of 1: one unit every 3 s.
+        let one = rule("one", 20, Algorithm::Gcra);
+        // 7 a minute: T = 8.571428… s; 3 units take 25.7 s to come back.
+        let odd = gcra("odd", 7, 3);
+        // 10 a second, 1 at once (T = 100 ms): rounding up understates the rate.
+        let fast = Rule::new("fast", 10, Window::SECOND)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .with_algorithm(Algorithm::Gcra);
+        let fast_burst = fast
+            .clone()
+            .with_burst(10)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let verdict = check(&limiter, &[&one, &odd, &fast], Mode::Reserve).await;
+        assert_eq!(
+            text(policy(verdict.usage())),
+            r#""one";q=1;w=3, "odd";q=3;w=26, "fast";q=1;w=1"#
+        );
+        let verdict = check(&limiter, &[&fast_burst], Mode::Reserve).await;
+        assert_eq!(text(policy(verdict.usage())), r#""fast";q=10;w=1"#);
+        // A count goes past the burst; `r` never shows the debt.
+        let mut verdict = check(&limiter, &[&one], Mode::Count).await;
+        for _ in 0..2 {
+            verdict = check(&limiter, &[&one], Mode::Count).await;
+        }
+        let usage = verdict
+            .usage()
+            .first()
+            .unwrap_or_else(|| panic!("no usage"));
+        assert!(usage.remaining() < 0, "{usage:?}");
+        assert!(text(rate_limit(verdict.usage())).starts_with(r#""one";r=0;t="#));
     }
 
     #[tokio::test]

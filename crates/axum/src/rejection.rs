@@ -31,13 +31,14 @@ pub const UNAVAILABLE_RETRY_AFTER: u64 = 2;
 /// | member | what it holds |
 /// |---|---|
 /// | `limit` | the name of the rule that refuses the call |
-/// | `algorithm` | how that rule counts its window ([`Algorithm::as_str`](tollgate_core::Algorithm::as_str)): `fixed` (the window resets at its end) or `sliding` (the previous window's count still weighs, less every second) |
+/// | `algorithm` | how that rule counts its window ([`Algorithm::as_str`](tollgate_core::Algorithm::as_str)): `fixed` (the window resets at its end), `sliding` (the previous window's count still weighs, less every second) or `gcra` (a bucket of `burst` units that refills one unit every `window / max`) |
 /// | `unit` | what the rule counts, when it is not calls |
-/// | `retry_after` | whole seconds to wait, as `Retry-After` says: until the window resets, or for a sliding window until the cost fits again |
+/// | `retry_after` | whole seconds to wait, as `Retry-After` says: until the window resets, or for a sliding window or a GCRA bucket until the cost fits again |
 /// | `reset` | when that wait ends, in Unix seconds |
-/// | `never_fits` | `true` when the cost is above the rule's max (then no `retry_after` or `reset`) |
+/// | `never_fits` | `true` when the cost is above the rule's max, or a GCRA rule's burst (then no `retry_after` or `reset`) |
 ///
-/// A call whose cost is above the limit's max
+/// A call whose cost is above the limit's max (a GCRA limit's burst:
+/// `"detail": "… 20 per 1m, at most 5 at once"`)
 /// ([`RateLimited::never_fits`]) would be refused in every window: its body
 /// says so, with `"never_fits": true` and no `retry_after` or `reset`, and
 /// the response has no `Retry-After`; the caller must ask for less:
@@ -244,6 +245,76 @@ mod tests {
         assert_eq!(body["algorithm"], "sliding");
         assert_eq!(body["never_fits"], true);
         assert!(body.get("retry_after").is_none() && body.get("reset").is_none());
+    }
+
+    /// The rejection of the call of `cost` after `calls` calls at once, at
+    /// `NOW`, to a GCRA rule of 20 a minute with a burst of 5 (one unit
+    /// back every 3 s).
+    async fn gcra_call(calls: u64, cost: u64) -> Rejection {
+        let clock = ManualClock::new(Duration::from_secs(NOW));
+        let store = MemoryStore::with_clock(clock.clone());
+        let limiter = Limiter::builder(store).clock(clock).build();
+        let rule = Rule::new("ask-burst", 20, Window::MINUTE)
+            .map(|r| r.with_algorithm(Algorithm::Gcra))
+            .and_then(|r| r.with_burst(5))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let limit = rule.limit::<&str>(&[]).unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..calls {
+            let verdict = limiter.reserve(std::slice::from_ref(&limit)).await;
+            assert!(verdict.is_ok_and(|v| v.is_allowed()), "call {i}");
+        }
+        let limit = limit.with_cost(cost).unwrap_or_else(|e| panic!("{e}"));
+        let verdict = limiter.reserve(&[limit]).await;
+        let verdict = verdict.unwrap_or_else(|e| panic!("{e}"));
+        Rejection::from_verdict(&verdict).unwrap_or_else(|| panic!("allowed"))
+    }
+
+    #[tokio::test]
+    async fn a_gcra_body_names_its_shape_and_the_wait_for_one_unit() {
+        // Five at once empty the bucket; one unit comes back in 3 s.
+        let problem = gcra_call(5, 1).await.problem();
+        assert_eq!(
+            problem.to_json(),
+            r#"{"type":"tag:tollgate,2025:rate-limited","title":"Too Many Requests","status":429,"#
+                .to_owned()
+                + r#""detail":"rate limit `ask-burst` reached: 20 per 1m; retry in 3 s","#
+                + r#""limit":"ask-burst","algorithm":"gcra","retry_after":3,"reset":1764457203}"#
+        );
+        assert_eq!(NOW + 3, 1_764_457_203);
+        // The fields say the same: the burst over the time it takes to
+        // come back, nothing left now, one unit back in 3 s.
+        let response = gcra_call(5, 1).await.into_response();
+        let header = |name: &str| {
+            let value = response.headers().get(name);
+            value.and_then(|v| v.to_str().ok()).map(str::to_owned)
+        };
+        assert_eq!(header("retry-after").as_deref(), Some("3"));
+        assert_eq!(
+            header("ratelimit-policy").as_deref(),
+            Some(r#""ask-burst";q=5;w=15"#)
+        );
+        assert_eq!(
+            header("ratelimit").as_deref(),
+            Some(r#""ask-burst";r=0;t=3"#)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cost_above_a_gcra_burst_never_fits_and_says_so() {
+        // 6 is within the max (20) but above the burst (5): no wait helps,
+        // even on a full bucket.
+        let rejection = gcra_call(0, 6).await;
+        let body = rejection.problem().body();
+        assert_eq!(body["algorithm"], "gcra");
+        assert_eq!(body["never_fits"], true);
+        assert_eq!(
+            body["detail"],
+            "a cost of 6 calls never fits rate limit `ask-burst`: 20 per 1m, at most 5 at once"
+        );
+        assert!(body.get("retry_after").is_none() && body.get("reset").is_none());
+        let response = rejection.into_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(response.headers().get(http::header::RETRY_AFTER).is_none());
     }
 
     #[test]

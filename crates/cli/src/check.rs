@@ -1,8 +1,9 @@
 //! `tollgate rules check FILE`: validates a rules file and lists its rules,
-//! each with its shape (`fixed` or `sliding`).
+//! each with its shape (`fixed`, `sliding` or `gcra`) and, for GCRA, its
+//! burst.
 
 use serde_json::json;
-use tollgate::Rule;
+use tollgate::{Algorithm, Rule};
 
 use crate::args::CheckArgs;
 use crate::failure::Failure;
@@ -17,31 +18,35 @@ pub(crate) fn run(args: &CheckArgs) -> Result<String, Failure> {
         let report = json!({ "file": file, "valid": true, "rules": rules });
         return Ok(format!("{report:#}\n"));
     }
+    // A `burst` column only when a rule has one: a file of fixed and
+    // sliding windows is listed as it always was.
+    let bursts = rules.iter().any(|rule| burst(rule).is_some());
     let rows: Vec<Vec<String>> = rules
         .iter()
         .map(|rule| {
-            vec![
+            let mut row = vec![
                 rule.name().to_owned(),
                 rule.max().to_string(),
                 rule.window().to_string(),
                 rule.algorithm().to_string(),
+            ];
+            if bursts {
+                row.push(burst(rule).map_or_else(|| "-".to_owned(), |b| b.to_string()));
+            }
+            row.extend([
                 key_names(rule),
                 rule.unit().to_string(),
                 yes_no(rule.is_public()),
                 yes_no(rule.is_shadow()),
-            ]
+            ]);
+            row
         })
         .collect();
-    let header = [
-        "rule",
-        "max",
-        "window",
-        "algorithm",
-        "key",
-        "unit",
-        "public",
-        "shadow",
-    ];
+    let mut header = vec!["rule", "max", "window", "algorithm"];
+    if bursts {
+        header.push("burst");
+    }
+    header.extend(["key", "unit", "public", "shadow"]);
     let count = match rules.len() {
         1 => "1 rule".to_owned(),
         n => format!("{n} rules"),
@@ -53,9 +58,10 @@ pub(crate) fn run(args: &CheckArgs) -> Result<String, Failure> {
 }
 
 /// A rule as JSON: its name, max, window (as written and in seconds), shape
-/// (`algorithm`: `fixed` or `sliding`), key parts, unit and flags.
+/// (`algorithm`: `fixed`, `sliding` or `gcra`), for a GCRA rule its `burst`
+/// (no such key for the other shapes), key parts, unit and flags.
 pub(crate) fn rule_json(rule: &Rule) -> serde_json::Value {
-    json!({
+    let mut out = json!({
         "name": rule.name(),
         "max": rule.max(),
         "window": rule.window().to_string(),
@@ -65,7 +71,17 @@ pub(crate) fn rule_json(rule: &Rule) -> serde_json::Value {
         "unit": rule.unit().as_str(),
         "public": rule.is_public(),
         "shadow": rule.is_shadow(),
-    })
+    });
+    if let (Some(burst), Some(fields)) = (burst(rule), out.as_object_mut()) {
+        fields.insert("burst".into(), burst.into());
+    }
+    out
+}
+
+/// A GCRA rule's burst: how many units one call may spend at once after a
+/// quiet spell; `None` for the other shapes, which have none.
+pub(crate) fn burst(rule: &Rule) -> Option<u64> {
+    (rule.algorithm() == Algorithm::Gcra).then(|| rule.burst())
 }
 
 /// The key part names, comma-separated, or `-` for none.

@@ -1,4 +1,5 @@
-//! `tollgate reset`: clears one limit's counter for the current window.
+//! `tollgate reset`: clears one limit's counter for the current window (a
+//! GCRA limit's: its bucket's).
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::time::Duration;
@@ -49,15 +50,28 @@ pub(crate) async fn run(args: &ResetArgs) -> Result<String, Failure> {
     } else {
         ""
     };
+    // A GCRA limit has one counter, its bucket's, and no windows.
+    let gcra = target.limit.rule().algorithm() == tollgate::Algorithm::Gcra;
+    let (cleared, none) = if gcra {
+        (
+            "the bucket's counter was cleared (its whole burst is available again)",
+            "no counter existed (the bucket was full)",
+        )
+    } else {
+        (
+            "the current window's counter was cleared",
+            "no counter existed in the current window",
+        )
+    };
     Ok(if existed {
         format!(
-            "reset {what}: the current window's counter was cleared\n{previous}\
+            "reset {what}: {cleared}\n{previous}\
              running instances may keep refusing it for up to {}: the age of their caches \
              of full counters (the default; an application may set its own)\n",
             shown(OTHERS_MAY_REFUSE)
         )
     } else {
-        format!("reset {what}: no counter existed in the current window\n{previous}")
+        format!("reset {what}: {none}\n{previous}")
     })
 }
 

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use crate::args::LimitArgs;
+use crate::check::burst;
 use crate::failure::Failure;
 use crate::limit::{Target, part_shown};
 use crate::{table, time};
@@ -21,7 +22,11 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
     let rule = target.limit.rule();
     // remaining = max - count, both at most 2^53. For a sliding window the
     // count is the estimate, and `reset` when over is when a call fits again.
-    let count = i128::from(usage.max()) - i128::from(usage.remaining());
+    // A GCRA bucket's remaining is what one call may spend now, out of its
+    // burst: its count is what was spent and has not come back yet, and
+    // `reset` is when the bucket is full again (when over, when a call fits).
+    let burst = burst(rule);
+    let count = i128::from(burst.unwrap_or(usage.max())) - i128::from(usage.remaining());
     let names = rule.key_parts();
     if args.json {
         let key: serde_json::Map<String, serde_json::Value> = names
@@ -29,7 +34,7 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
             .zip(&target.parts)
             .map(|(name, part)| (name.to_string(), json!(part)))
             .collect();
-        let report = json!({
+        let mut report = json!({
             "store": target.store,
             "rule": rule.name(),
             "key": key,
@@ -47,6 +52,9 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
             "public": rule.is_public(),
             "shadow": rule.is_shadow(),
         });
+        if let (Some(burst), Some(fields)) = (burst, report.as_object_mut()) {
+            fields.insert("burst".into(), burst.into());
+        }
         return Ok(format!("{report:#}\n"));
     }
     let key: Vec<String> = names
@@ -66,6 +74,16 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
         (_, true) => "yes (a shadow rule: reported, never refusing)",
         _ => "no",
     };
+    // A full GCRA bucket has nothing to get back: no time to wait for.
+    let reset = if burst.is_some() && count <= 0 && !usage.is_over() {
+        "now (the bucket is full)".to_owned()
+    } else {
+        format!(
+            "{} (in {} s)",
+            time::rfc3339(usage.reset()),
+            usage.retry_after()
+        )
+    };
     let mut rows = vec![
         ("store", target.store.clone()),
         ("rule", rule.name().to_owned()),
@@ -80,19 +98,17 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
         ("count", count.to_string()),
         ("remaining", usage.remaining().to_string()),
         ("max", usage.max().to_string()),
+    ];
+    if let Some(burst) = burst {
+        rows.push(("burst", burst.to_string()));
+    }
+    rows.extend([
         ("unit", usage.unit().to_string()),
         ("window", usage.window().to_string()),
         ("algorithm", usage.algorithm().to_string()),
-        (
-            "reset",
-            format!(
-                "{} (in {} s)",
-                time::rfc3339(usage.reset()),
-                usage.retry_after()
-            ),
-        ),
+        ("reset", reset),
         ("over", over.to_owned()),
-    ];
+    ]);
     if !flags.is_empty() {
         rows.push(("flags", flags.join(", ")));
     }

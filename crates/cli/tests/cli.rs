@@ -281,6 +281,125 @@ fn rules_check_shows_each_rules_shape() {
 }
 
 #[test]
+fn rules_check_shows_a_gcra_rules_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = rules_file(
+        dir.path(),
+        "[ask-burst]\nmax = 20\nwindow = \"1m\"\nalgorithm = \"gcra\"\nburst = 5\nkey = [\"visitor\"]\n\n\
+         [ask]\nmax = 10\nwindow = \"10s\"\nalgorithm = \"sliding\"\nkey = [\"visitor\"]\n\n\
+         [steady]\nmax = 3\nwindow = 1\nalgorithm = \"gcra\"\n\n\
+         [github]\nmax = 60\nwindow = \"1h\"\nkey = [\"org\"]\n",
+    );
+    let table = tollgate(&["rules", "check", &file]).ok().to_owned();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        [
+            "rule",
+            "max",
+            "window",
+            "algorithm",
+            "burst",
+            "key",
+            "unit",
+            "public",
+            "shadow"
+        ]
+    );
+    let cells = |name: &str| -> Vec<String> {
+        let row = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {table}"));
+        row.split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        cells("ask-burst"),
+        [
+            "ask-burst",
+            "20",
+            "1m",
+            "gcra",
+            "5",
+            "visitor",
+            "calls",
+            "yes",
+            "no"
+        ]
+    );
+    assert_eq!(
+        cells("steady")[3..6],
+        ["gcra", "1", "-"],
+        "a burst of 1 unless set"
+    );
+    assert_eq!(
+        cells("ask"),
+        [
+            "ask", "10", "10s", "sliding", "-", "visitor", "calls", "yes", "no"
+        ]
+    );
+    assert_eq!(cells("github")[3..5], ["fixed", "-"]);
+    assert!(table.ends_with("valid, 4 rules\n"), "{table}");
+
+    // In JSON only a GCRA rule has a burst.
+    let json = tollgate(&["rules", "check", "--json", &file]).json();
+    let rules = json["rules"].as_array().unwrap();
+    let rule = |name: &str| rules.iter().find(|r| r["name"] == name).unwrap();
+    assert_eq!(
+        *rule("ask-burst"),
+        serde_json::json!({
+            "name": "ask-burst", "max": 20, "window": "1m", "window_secs": 60,
+            "algorithm": "gcra", "burst": 5, "key": ["visitor"], "unit": "calls",
+            "public": true, "shadow": false,
+        })
+    );
+    assert_eq!(rule("steady")["burst"], 1);
+    for name in ["ask", "github"] {
+        assert!(rule(name).get("burst").is_none(), "{json:#}");
+    }
+}
+
+#[test]
+fn rules_check_refuses_a_burst_out_of_place_or_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = "[ok]\nmax = 1\nwindow = 1\n\n";
+    let cases = [
+        (
+            "max = 20\nwindow = \"1m\"\nburst = 5\n",
+            "burst applies to algorithm = \"gcra\" only",
+        ),
+        (
+            "max = 20\nwindow = \"1m\"\nalgorithm = \"sliding\"\nburst = 5\n",
+            "burst applies to algorithm = \"gcra\" only",
+        ),
+        (
+            "max = 20\nwindow = \"1m\"\nalgorithm = \"gcra\"\nburst = 0\n",
+            "burst must be 1 to max (20)",
+        ),
+        (
+            "max = 20\nwindow = \"1m\"\nalgorithm = \"gcra\"\nburst = 21\n",
+            "burst must be 1 to max (20)",
+        ),
+    ];
+    for (body, reason) in cases {
+        let file = rules_file(dir.path(), &format!("{ok}[ask-burst]\n{body}"));
+        for json in [&[][..], &["--json"]] {
+            let run = tollgate(&[&["rules", "check"][..], json, &[&file]].concat());
+            assert_eq!(
+                run.error_line(1),
+                format!("tollgate: error: {file}:5:2: invalid rule `ask-burst`: {reason}"),
+                "{body}"
+            );
+            assert_eq!(run.stdout, "");
+        }
+    }
+}
+
+#[test]
 fn rules_check_places_an_unknown_algorithm_at_its_table() {
     let dir = tempfile::tempdir().unwrap();
     let text = "[a]\nmax = 1\nwindow = 1\n\n[b]\nmax = 2\nwindow = 1\nalgorithm = \"leaky\"\n";
@@ -505,6 +624,113 @@ fn status_names_a_sliding_windows_shape() {
     // The shipped defaults are fixed windows.
     let json = tollgate(&["status", "--store", &url, "--json", "github", "acme"]).json();
     assert_eq!(json["algorithm"], "fixed");
+}
+
+#[test]
+fn status_shows_a_gcra_bucket_and_reset_refills_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    // 20 an hour, 5 at once: one unit back every 180 s.
+    let text = "[ask-burst]\nmax = 20\nwindow = \"1h\"\nalgorithm = \"gcra\"\nburst = 5\nkey = [\"org\"]\n";
+    let file = rules_file(dir.path(), text);
+    let rules = RuleSet::from_toml(text).unwrap();
+    let args = ["status", "--store", &url, "--rules", &file];
+    let status = |table: bool| {
+        let extra: &[&str] = if table {
+            &["ask-burst", "acme"]
+        } else {
+            &["--json", "ask-burst", "acme"]
+        };
+        tollgate(&[&args[..], extra].concat())
+    };
+
+    // A quiet bucket is full: its whole burst at once.
+    let json = status(false).json();
+    assert_eq!(json["algorithm"], "gcra", "{json:#}");
+    assert_eq!(
+        (json["count"].as_i64(), json["remaining"].as_i64()),
+        (Some(0), Some(5))
+    );
+    assert_eq!(
+        (json["burst"].as_u64(), json["max"].as_u64()),
+        (Some(5), Some(20))
+    );
+    assert_eq!(json["over"], false);
+    let table = status(true);
+    assert!(
+        table
+            .ok()
+            .contains("\nreset      now (the bucket is full)\nover       no\n"),
+        "{table:#?}"
+    );
+
+    // Two spent: 3 left at once, full again in 2 × 180 s.
+    count(&url, &rules, "ask-burst", &["acme"], 2);
+    let before = now_secs();
+    let json = status(false).json();
+    assert_eq!(
+        (json["count"].as_i64(), json["remaining"].as_i64()),
+        (Some(2), Some(3)),
+        "{json:#}"
+    );
+    let full_in = json["reset_in_secs"].as_u64().unwrap();
+    assert!((356..=361).contains(&full_in), "{json:#}");
+    let reset = json["reset_unix"].as_u64().unwrap();
+    assert!(reset.abs_diff(before + 360) <= 2, "{reset} vs {before}");
+    let table = status(true);
+    let table = table.ok();
+    for row in [
+        "\ncount      2\n",
+        "\nremaining  3\n",
+        "\nmax        20\n",
+        "\nburst      5\n",
+        "\nwindow     1h\n",
+        "\nalgorithm  gcra\n",
+        &format!("\nreset      {} (in ", json["reset"].as_str().unwrap()),
+        "\nover       no\n",
+    ] {
+        assert!(table.contains(row), "{row:?} in {table}");
+    }
+
+    // The whole burst spent: over until one unit is back, in 180 s.
+    count(&url, &rules, "ask-burst", &["acme"], 3);
+    let json = status(false).json();
+    assert_eq!(
+        (json["count"].as_i64(), json["remaining"].as_i64()),
+        (Some(5), Some(0)),
+        "{json:#}"
+    );
+    assert_eq!(json["over"], true);
+    let wait = json["reset_in_secs"].as_u64().unwrap();
+    assert!((177..=180).contains(&wait), "{json:#}");
+    assert!(
+        status(true)
+            .ok()
+            .contains("\nover       yes: the next call is refused\n")
+    );
+
+    // A reset empties the bucket's counter: the whole burst again.
+    let reset = [
+        "reset",
+        "--store",
+        &url,
+        "--rules",
+        &file,
+        "--yes",
+        "ask-burst",
+        "acme",
+    ];
+    assert_eq!(
+        tollgate(&reset).ok(),
+        "reset `ask-burst` for acme: the bucket's counter was cleared (its whole burst is \
+         available again)\nrunning instances may keep refusing it for up to 2 s: the age of \
+         their caches of full counters (the default; an application may set its own)\n"
+    );
+    assert_eq!(remaining(&url, &rules, "ask-burst", &["acme"]), 5);
+    assert_eq!(
+        tollgate(&reset).ok(),
+        "reset `ask-burst` for acme: no counter existed (the bucket was full)\n"
+    );
 }
 
 #[test]

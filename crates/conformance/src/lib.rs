@@ -52,6 +52,7 @@ macro_rules! conformance_tests {
             settle_refunds_or_counts_the_difference,
             every_counter_lives_until_its_window_ends_within_two_windows,
             counters_expire_ttl_after_their_latest_increment,
+            sliding_and_gcra_counters_live_as_long_as_they_count,
             a_mark_lease_ends_at_its_ttl,
             marks_belong_to_their_token,
             delivery_is_first_exactly_once,
@@ -69,6 +70,9 @@ macro_rules! conformance_tests {
             a_reply_lost_after_the_write_is_recognised_on_retry,
             windows_match_the_model,
             racing_callers_fill_a_sliding_window_exactly,
+            racing_callers_take_exactly_a_gcra_burst,
+            a_floor_raises_the_count_before_the_cost,
+            a_floored_counter_lives_its_ttl_from_every_write,
         );
     };
     (@checks $harness:ty; $($check:ident),* $(,)?) => {

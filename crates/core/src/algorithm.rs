@@ -24,6 +24,7 @@ use crate::{Error, Window};
 /// How a rule counts its window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Algorithm {
     /// Fixed windows (the default, the seed's): at most `max` units in each
     /// window `[k·W, (k+1)·W)`. A caller may spend a whole budget at the end
@@ -33,17 +34,28 @@ pub enum Algorithm {
     Fixed,
     /// A sliding window over the same counters: the previous window's count,
     /// weighted by the part of it still inside the last `W` seconds, plus
-    /// the current one's (see the [module](self)). Any span of `W` admits
-    /// about `max`, not twice as much.
+    /// the current one's (see the [module](self)). A whole budget spent at
+    /// the end of one window leaves almost nothing at the start of the
+    /// next (fixed windows: a whole budget again). The weight assumes the
+    /// previous window's calls were spread evenly: a caller who keeps
+    /// calling through the next window still gets close to twice `max` in
+    /// some span of `W` (measured in BENCHMARKS.md); GCRA bounds every span.
     Sliding,
+    /// GCRA, a token bucket as a leaky one: `max` units per window spent
+    /// one every `W / max`, at most [`burst`](crate::Rule::burst) at once
+    /// after a quiet spell (see `gcra`). One counter per key, holding a
+    /// time.
+    Gcra,
 }
 
 impl Algorithm {
-    /// The name in a rules file, in metrics and in a 429's body: `fixed` or `sliding`.
+    /// The name in a rules file, in metrics and in a 429's body: `fixed`,
+    /// `sliding` or `gcra`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Algorithm::Fixed => "fixed",
             Algorithm::Sliding => "sliding",
+            Algorithm::Gcra => "gcra",
         }
     }
 }
@@ -57,11 +69,12 @@ impl fmt::Display for Algorithm {
 impl FromStr for Algorithm {
     type Err = Error;
 
-    /// `fixed` or `sliding`.
+    /// `fixed`, `sliding` or `gcra`.
     fn from_str(text: &str) -> Result<Algorithm, Error> {
         match text {
             "fixed" => Ok(Algorithm::Fixed),
             "sliding" => Ok(Algorithm::Sliding),
+            "gcra" => Ok(Algorithm::Gcra),
             other => Err(Error::InvalidAlgorithm(other.to_owned())),
         }
     }
@@ -201,13 +214,14 @@ mod tests {
 
     #[test]
     fn names_parse_and_print_both_ways() {
-        for algorithm in [Algorithm::Fixed, Algorithm::Sliding] {
+        for algorithm in [Algorithm::Fixed, Algorithm::Sliding, Algorithm::Gcra] {
             assert_eq!(
                 algorithm.as_str().parse::<Algorithm>().ok(),
                 Some(algorithm)
             );
         }
         assert!("gcra ".parse::<Algorithm>().is_err());
+        assert!("GCRA".parse::<Algorithm>().is_err());
         assert_eq!(Algorithm::default(), Algorithm::Fixed);
     }
 }

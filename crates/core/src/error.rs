@@ -27,7 +27,7 @@ pub enum Error {
     )]
     InvalidWindow(String),
     /// A rule's algorithm is not one tollgate knows.
-    #[error("invalid algorithm `{0}`: expected `fixed` or `sliding`")]
+    #[error("invalid algorithm `{0}`: expected `fixed`, `sliding` or `gcra`")]
     InvalidAlgorithm(String),
     /// A rule asked for by name is not in the rule set.
     #[error("unknown rule `{0}`")]

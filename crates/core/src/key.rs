@@ -1,7 +1,13 @@
-//! Counter keys: `limit:<rule>:<part>:…:<part>:<window index>`, injective.
+//! Counter keys: `limit:<rule>:<part>:…:<part>:<window index>` (a GCRA
+//! limit's one counter: `…:<part>:gcra`), injective.
+
+use std::time::Duration;
 
 use crate::store::MAX_COUNT;
-use crate::{Counter, Error, Rule};
+use crate::{Algorithm, Counter, Error, Rule, gcra};
+
+/// What a GCRA limit's counter key ends in, after `limit:<key>:`.
+const GCRA_SUFFIX: &str = "gcra";
 
 /// The longest key part accepted, in bytes.
 pub const MAX_PART_LEN: usize = 256;
@@ -134,26 +140,47 @@ impl Limit {
     ///
     /// For a sliding window that is the counter with an empty previous
     /// window; [`Limiter`](crate::Limiter) lowers its max by what the
-    /// previous window still counts.
+    /// previous window still counts. For GCRA it is the counter of its
+    /// arrival time at the start of `now_secs` (see
+    /// [`Algorithm::Gcra`](crate::Algorithm::Gcra)).
     pub fn counter(&self, now_secs: u64) -> Counter {
-        self.counter_after(now_secs, 0)
+        self.counter_at(Duration::from_secs(now_secs), 0)
     }
 
-    /// This limit's counter at `now_secs` with `weighted` units of the
-    /// previous window still counted: its max is lowered by them (a shadow
-    /// rule's stays [`MAX_COUNT`]).
-    pub(crate) fn counter_after(&self, now_secs: u64, weighted: u64) -> Counter {
-        let window = self.rule.window();
+    /// This limit's counter at `at` with `weighted` units of the previous
+    /// window still counted (a sliding window's): its max is lowered by
+    /// them (a shadow rule's stays [`MAX_COUNT`]).
+    pub(crate) fn counter_at(&self, at: Duration, weighted: u64) -> Counter {
+        let now_secs = at.as_secs();
+        if self.rule.algorithm() == Algorithm::Gcra {
+            return gcra::counter(&self.rule, self.current_key(now_secs), self.cost, at);
+        }
         let max = if self.rule.is_shadow() {
             MAX_COUNT
         } else {
             self.rule.max().saturating_sub(weighted)
         };
         Counter {
-            key: self.counter_key(window.index(now_secs)),
+            key: self.current_key(now_secs),
             ttl: self.rule.counter_ttl(),
             cost: self.cost,
             max,
+            floor: 0,
+        }
+    }
+
+    /// The key of the counter a check at `now_secs` spends on: the current
+    /// window's, `limit:<key>:<index>`, or a GCRA limit's one counter,
+    /// `limit:<key>:gcra`.
+    pub fn current_key(&self, now_secs: u64) -> String {
+        match self.rule.algorithm() {
+            Algorithm::Gcra => {
+                let mut key = String::with_capacity(self.stored.len() + GCRA_SUFFIX.len());
+                key.push_str(&self.stored);
+                key.push_str(GCRA_SUFFIX);
+                key
+            }
+            _ => self.counter_key(self.rule.window().index(now_secs)),
         }
     }
 

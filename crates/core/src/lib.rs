@@ -9,6 +9,7 @@ mod deadline;
 mod dedup;
 mod error;
 mod failure;
+mod gcra;
 mod key;
 mod limiter;
 pub mod observe;

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use crate::store::MAX_COUNT;
-use crate::{Algorithm, Counter, Limit, Mode, Reservation, StoreError, Usage, algorithm};
+use std::time::Duration;
+
+use crate::{Algorithm, Counter, Limit, Mode, Reservation, StoreError, Usage, algorithm, gcra};
 
 /// The usage of each limit after a check, from the store's reply; the
 /// usage takes over the counters' keys. `previous` holds, per limit, its
@@ -19,7 +21,7 @@ pub(crate) fn usage(
     mode: Mode,
     reply: Reservation,
     previous: &[u64],
-    now: u64,
+    at: Duration,
 ) -> Result<Arc<[Usage]>, StoreError> {
     let counts = same_len(counters.len(), reply.counts)?;
     let applied = reply.applied;
@@ -52,32 +54,47 @@ pub(crate) fn usage(
         .enumerate()
         .map(|(i, ((limit, counter), count))| {
             let previous = previous.get(i).copied().unwrap_or(0);
-            seen(limit, counter.key, previous, count, now, refused)
+            seen(limit, counter.key, previous, count, at, refused)
         })
         .collect())
 }
 
 /// The usage of `limit` whose counter `key` stands at `current` and its
-/// previous window's at `previous` (read for a sliding window only):
-/// its count (a sliding window's estimate), whether it refuses the call,
-/// and how long to wait.
+/// previous window's at `previous` (read for a sliding window only), at
+/// `at`: its count (a sliding window's estimate; for GCRA, `max` less the
+/// units that fit now), whether it refuses the call (`refused`: a
+/// reservation that was not applied), and how long to wait.
 pub(crate) fn seen(
     limit: &Limit,
     key: String,
     previous: u64,
     current: u64,
-    now: u64,
+    at: Duration,
     refused: bool,
 ) -> Usage {
     let rule = limit.rule();
+    let now = at.as_secs();
     match rule.algorithm() {
-        Algorithm::Fixed => Usage::new(limit, key, current, now, past_max(limit, current, refused)),
         Algorithm::Sliding => {
             let window = rule.window();
             let count = algorithm::estimate(window, now, previous, current);
             let wait = algorithm::wait(window, now, previous, current, limit.cost(), rule.max());
             Usage::new(limit, key, count, now, past_max(limit, count, refused)).waiting(wait, now)
         }
+        Algorithm::Gcra => {
+            let state = gcra::state(rule, current, limit.cost(), at);
+            // Past its burst: a refused reservation whose cost does not
+            // fit, or a count that took the bucket past it.
+            let past = if refused {
+                state.refuses
+            } else {
+                state.remaining < 0
+            };
+            let max = i64::try_from(rule.max()).unwrap_or(i64::MAX);
+            let count = u64::try_from(max.saturating_sub(state.remaining)).unwrap_or(0);
+            Usage::new(limit, key, count, now, past).gcra(&state, now)
+        }
+        _ => Usage::new(limit, key, current, now, past_max(limit, current, refused)),
     }
 }
 
@@ -161,7 +178,7 @@ mod tests {
             applied,
             counts: counts.to_vec(),
         };
-        usage(&limits, counters, mode, reply, &[], 0)
+        usage(&limits, counters, mode, reply, &[], Duration::ZERO)
             .map(|u| u.iter().map(Usage::is_over).collect())
             .map_err(|e| e.kind().to_owned())
     }
@@ -196,7 +213,7 @@ mod tests {
                 applied,
                 counts: vec![3],
             };
-            let usage = usage(&limits, counters.clone(), mode, reply, &[], 0)
+            let usage = usage(&limits, counters.clone(), mode, reply, &[], Duration::ZERO)
                 .unwrap_or_else(|e| panic!("{e}"));
             assert!(!usage[0].is_over(), "{mode:?}: a shadow rule refused");
             assert!(usage[0].is_shadow_over(), "{mode:?}: not reported");

@@ -35,6 +35,7 @@ struct Spec {
     max: u64,
     window: Window,
     algorithm: Algorithm,
+    burst: u64,
     key: Arc<[Arc<str>]>,
     unit: Unit,
     public: bool,
@@ -51,6 +52,7 @@ impl fmt::Debug for Rule {
             .field("max", &spec.max)
             .field("window", &spec.window)
             .field("algorithm", &spec.algorithm)
+            .field("burst", &spec.burst)
             .field("key", &spec.key)
             .field("unit", &spec.unit)
             .field("public", &spec.public)
@@ -96,6 +98,7 @@ impl Rule {
             max,
             window,
             algorithm: Algorithm::Fixed,
+            burst: 1,
             key: Arc::new([]),
             unit: Unit::Calls,
             public: true,
@@ -136,6 +139,24 @@ impl Rule {
     pub fn with_algorithm(mut self, algorithm: Algorithm) -> Rule {
         self.spec().algorithm = algorithm;
         self
+    }
+
+    /// The same rule with a GCRA burst of `burst` units: how many one
+    /// call, or calls in a row, may spend at once after a quiet spell (1
+    /// unless set). Only a [`Algorithm::Gcra`] rule uses it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rule`] unless `burst` is in `1..=max`.
+    pub fn with_burst(mut self, burst: u64) -> Result<Rule, Error> {
+        if burst == 0 || burst > self.max() {
+            return Err(Error::rule(
+                self.name(),
+                format!("burst must be 1 to max ({})", self.max()),
+            ));
+        }
+        self.spec().burst = burst;
+        Ok(self)
     }
 
     /// The same rule counting `unit`.
@@ -199,13 +220,30 @@ impl Rule {
         self.0.algorithm
     }
 
-    /// How long the rule's counters live from their first count: one
-    /// window for fixed windows, two for a sliding window (whose counter
-    /// is read through the next window too).
+    /// A GCRA rule's burst (1 unless set; see [`Rule::with_burst`]).
+    pub fn burst(&self) -> u64 {
+        self.0.burst
+    }
+
+    /// The most units one call may spend on the rule: its burst for GCRA,
+    /// else its max. A cost above it never fits, however long the caller
+    /// waits.
+    pub fn capacity(&self) -> u64 {
+        match self.0.algorithm {
+            Algorithm::Gcra => self.0.burst,
+            Algorithm::Fixed | Algorithm::Sliding => self.0.max,
+        }
+    }
+
+    /// How long the rule's counters live: one window from their first
+    /// count for fixed windows, two for a sliding window (whose counter is
+    /// read through the next window too), and for GCRA a burst's worth of
+    /// emission intervals from every call (then the bucket is full).
     pub fn counter_ttl(&self) -> Duration {
         match self.0.algorithm {
             Algorithm::Fixed => self.0.window.duration(),
             Algorithm::Sliding => self.0.window.duration().saturating_mul(2),
+            Algorithm::Gcra => crate::gcra::lifetime(self),
         }
     }
 
@@ -267,6 +305,7 @@ struct RuleBody {
     window: Window,
     #[serde(default)]
     algorithm: Algorithm,
+    burst: Option<u64>,
     #[serde(default)]
     key: Vec<String>,
     unit: Option<String>,
@@ -280,8 +319,18 @@ impl RuleBody {
             Some(unit) => Unit::new(unit).map_err(|e| Error::rule(name, e.to_string()))?,
             None => Unit::Calls,
         };
-        Ok(Rule::new(name, self.max, self.window)?
-            .with_algorithm(self.algorithm)
+        let rule = Rule::new(name, self.max, self.window)?.with_algorithm(self.algorithm);
+        let rule = match (self.burst, self.algorithm) {
+            (None, _) => rule,
+            (Some(burst), Algorithm::Gcra) => rule.with_burst(burst)?,
+            (Some(_), _) => {
+                return Err(Error::rule(
+                    name,
+                    "burst applies to algorithm = \"gcra\" only",
+                ));
+            }
+        };
+        Ok(rule
             .with_key(&self.key)?
             .with_unit(unit)
             .with_public(self.public.unwrap_or(true))
@@ -297,6 +346,7 @@ struct RawRule {
     window: Window,
     #[serde(default)]
     algorithm: Algorithm,
+    burst: Option<u64>,
     #[serde(default)]
     key: Vec<String>,
     unit: Option<String>,
@@ -311,6 +361,7 @@ impl TryFrom<RawRule> for Rule {
             max: raw.max,
             window: raw.window,
             algorithm: raw.algorithm,
+            burst: raw.burst,
             key: raw.key,
             unit: raw.unit,
             public: raw.public,
@@ -321,7 +372,7 @@ impl TryFrom<RawRule> for Rule {
 }
 
 impl<'de> Deserialize<'de> for Rule {
-    /// Reads `{ name, max, window, algorithm, key, unit, public, shadow }` and checks it as
+    /// Reads `{ name, max, window, algorithm, burst, key, unit, public, shadow }` and checks it as
     /// [`Rule::new`] and its setters do.
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Rule, D::Error> {
         let raw = RawRule::deserialize(deserializer)?;
@@ -335,7 +386,8 @@ impl<'de> Deserialize<'de> for Rule {
 /// [ask]
 /// max = 15
 /// window = "1d"                  # or whole seconds: 86400
-/// algorithm = "fixed"            # or "sliding"; "fixed" when left out
+/// algorithm = "fixed"            # or "sliding" or "gcra"; "fixed" when left out
+/// # burst = 5                    # gcra only: units at once after a quiet spell (1)
 /// key = ["project", "visitor"]   # the key parts; none when left out
 ///
 /// [ask-tokens]

@@ -68,6 +68,20 @@ impl Usage {
         self
     }
 
+    /// A GCRA usage in `state`: it resets when the bucket is full again;
+    /// past its burst, it waits until the cost fits (at least 1 s), or,
+    /// for a cost above the burst, until the bucket is full.
+    pub(crate) fn gcra(mut self, state: &crate::gcra::State, now_secs: u64) -> Usage {
+        let until_full = state.full.saturating_sub(now_secs).max(1);
+        self.retry_after = until_full;
+        self.reset = state.full.max(now_secs);
+        if self.over || self.shadow_over {
+            self.retry_after = state.wait.map_or(until_full, |wait| wait.max(1));
+            self.reset = now_secs.saturating_add(self.retry_after);
+        }
+        self
+    }
+
     /// The rule's name.
     pub fn name(&self) -> &str {
         self.rule.name()
@@ -135,6 +149,13 @@ impl Usage {
         self.rule.window()
     }
 
+    /// The rule's GCRA burst ([`Rule::burst`](crate::Rule::burst)): the
+    /// most units a GCRA limit lets one call, or calls in a row, spend at
+    /// once (1 unless set; unused by the other shapes).
+    pub fn burst(&self) -> u64 {
+        self.rule.burst()
+    }
+
     /// `max - count`: below zero when a counted call went over. For a
     /// sliding window the count is the estimate, the previous window's
     /// weighted count plus the current one's.
@@ -171,7 +192,7 @@ impl Usage {
     /// Whether the cost is above the rule's max, so that no call of this
     /// cost fits in any window: waiting for the reset does not help.
     pub fn never_fits(&self) -> bool {
-        self.cost > self.rule.max()
+        self.cost > self.rule.capacity()
     }
 }
 
@@ -321,8 +342,10 @@ impl Verdict {
 
     /// The limit that refuses the call, if any: among those over, one whose
     /// cost can never fit ([`Usage::never_fits`]: no wait helps) when there
-    /// is one; among those, the one whose window resets last (the first
-    /// given, on a tie).
+    /// is one; among those, the one with the longest wait
+    /// ([`Usage::retry_after`]: a fixed window's reset, a sliding window's
+    /// or a GCRA bucket's time until the cost fits; the first given, on a
+    /// tie).
     pub fn limited(&self) -> Option<RateLimited> {
         let mut over = self.usage.iter().filter(|u| u.over);
         let first = over.next()?;
@@ -333,6 +356,7 @@ impl Verdict {
             max: named.max(),
             window: named.window(),
             algorithm: named.algorithm(),
+            capacity: named.rule.capacity(),
             unit: named.unit().clone(),
             reset: named.reset,
             retry_after: named.retry_after,
@@ -363,6 +387,8 @@ pub struct RateLimited {
     max: u64,
     window: Window,
     algorithm: Algorithm,
+    /// The most one call may spend: the max, or a GCRA rule's burst.
+    capacity: u64,
     unit: Unit,
     reset: u64,
     retry_after: u64,
@@ -378,7 +404,11 @@ impl std::fmt::Display for RateLimited {
             write!(
                 f,
                 "a cost of {cost} {units} never fits rate limit `{limit}`: {max}{unit} per {window}"
-            )
+            )?;
+            if self.algorithm == Algorithm::Gcra {
+                write!(f, ", at most {} at once", self.capacity)?;
+            }
+            Ok(())
         } else {
             let wait = self.retry_after;
             write!(
@@ -438,7 +468,7 @@ impl RateLimited {
     /// Whether the call's cost is above that limit's max, so that it is
     /// refused in every window: the caller must ask for less, not wait.
     pub fn never_fits(&self) -> bool {
-        self.cost > self.max
+        self.cost > self.capacity
     }
 }
 

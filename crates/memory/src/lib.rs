@@ -157,13 +157,23 @@ fn live_or<'a>(
     (entry, new)
 }
 
-/// Adds a counter's cost: a live counter keeps its lifetime, a new one
-/// lives `ttl` from now. One hash of the key either way (as [`live_or`],
-/// without its second test of the entry: this is the measured path).
+/// Adds a counter's cost: a live counter keeps its lifetime (one with a
+/// floor gets [`Counter::lifetime_at`] afresh), a new one lives `ttl` (or
+/// that) from now. One hash of
+/// the key either way (as [`live_or`], without its second test of the
+/// entry: this is the measured path).
 fn add(map: &mut Map<Entry>, counter: &Counter, now: Duration) -> u64 {
-    let fresh = || Entry {
-        value: Value::Count(counter.added_to(0)),
-        expires_at: now.saturating_add(counter.ttl),
+    let fresh = || {
+        let count = counter.added_to(0);
+        let life = if counter.floor > 0 {
+            counter.lifetime_at(count)
+        } else {
+            counter.ttl
+        };
+        Entry {
+            value: Value::Count(count),
+            expires_at: now.saturating_add(life),
+        }
     };
     let (entry, new) = map.get_or_insert_with(&counter.key, fresh);
     if !new {
@@ -171,6 +181,9 @@ fn add(map: &mut Map<Entry>, counter: &Counter, now: Duration) -> u64 {
             && entry.expires_at > now
         {
             *n = counter.added_to(*n);
+            if counter.floor > 0 {
+                entry.expires_at = now.saturating_add(counter.lifetime_at(*n));
+            }
             return *n;
         }
         *entry = fresh();

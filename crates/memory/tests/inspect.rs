@@ -15,6 +15,7 @@ fn counter(key: &str, ttl_secs: u64) -> Counter {
         ttl: Duration::from_secs(ttl_secs),
         cost: 1,
         max: 10,
+        floor: 0,
     }
 }
 

@@ -47,7 +47,8 @@ pub(crate) const PURGE_BATCH: u32 = 64;
 /// lifetime in µs. Adds each cost to
 /// a live counter (keeping its lifetime), or writes it in a new or expired
 /// one; records the new counts. Returns (ord, count): the new counts, or
-/// those recorded by an earlier attempt.
+/// those recorded by an earlier attempt. For a batch whose counters all
+/// have a floor of 0; [`COUNT_FLOORED`] counts the others.
 const COUNT: &str = r"
 WITH prior AS (
     SELECT applied, counts FROM {s}.calls WHERE id = $5::text::uuid
@@ -87,10 +88,70 @@ FROM checked, prior p, unnest(p.counts) WITH ORDINALITY AS r (value, ord)
 WHERE checked.ok
 ORDER BY 1";
 
+/// `count` of a batch with a floor on some counter: the parameters of
+/// [`COUNT`], then $7 the floors. Raises each live count to its counter's
+/// floor before adding the cost (a new or expired counter starts at its
+/// floor plus the cost), and gives a counter with a floor its lifetime
+/// afresh: its ttl past the time it now holds (`ttl` + `count − floor` µs,
+/// rounded up to whole ms, as `Counter::lifetime_at`); one without keeps
+/// its lifetime, as in [`COUNT`]. The conflict arm sees only the proposed
+/// row, so it finds the cost and floor of its key in `input`: a lookup
+/// [`COUNT`] spares every batch without a floor.
+const COUNT_FLOORED: &str = r"
+WITH prior AS (
+    SELECT applied, counts FROM {s}.calls WHERE id = $5::text::uuid
+), input AS (
+    SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $7::bigint[])
+        WITH ORDINALITY AS i (key, cost, ttl_us, floor, ord)
+    WHERE NOT EXISTS (SELECT FROM prior)
+), written AS (
+    INSERT INTO {s}.counters AS c (key, value, expires_at)
+    SELECT key, n.value, statement_timestamp() + (ttl_us + CASE WHEN floor > 0
+            THEN (n.value - floor + 999) / 1000 * 1000 ELSE 0 END) * interval '1 microsecond'
+    FROM input, LATERAL (SELECT least(floor + cost, 9007199254740992) AS value) n
+    WHERE clock_timestamp() <= $4::timestamptz
+    ORDER BY key
+    ON CONFLICT (key) DO UPDATE SET (value, expires_at) = (
+        SELECT n.value, CASE
+                WHEN c.expires_at <= statement_timestamp() THEN excluded.expires_at
+                WHEN i.floor = 0 THEN c.expires_at
+                ELSE statement_timestamp() + (i.ttl_us + (n.value - i.floor + 999) / 1000 * 1000)
+                    * interval '1 microsecond' END
+        FROM input i, LATERAL (SELECT CASE WHEN c.expires_at > statement_timestamp()
+                THEN least(greatest(c.value, i.floor) + i.cost, 9007199254740992)
+                ELSE excluded.value END AS value) n
+        WHERE i.key = excluded.key)
+    WHERE clock_timestamp() <= $4::timestamptz
+    RETURNING c.key, c.value
+), answer AS (
+    SELECT i.ord, w.value FROM input i JOIN written w ON w.key = i.key
+), recorded AS (
+    INSERT INTO {s}.calls (id, expires_at, applied, counts)
+    SELECT $5::text::uuid, statement_timestamp() + $6::bigint * interval '1 microsecond', true,
+        (SELECT coalesce(array_agg(value ORDER BY ord), '{}') FROM answer)
+    WHERE NOT EXISTS (SELECT FROM prior)
+    RETURNING 1
+{purge}), checked AS (
+    SELECT {s}.tollgate_guard($4::timestamptz,
+        (SELECT count(*) FROM written) + (SELECT count(*) FROM recorded),
+        (SELECT count(*) FROM input) + (NOT EXISTS (SELECT FROM prior))::int) AS ok
+)
+SELECT a.ord, a.value FROM checked, answer a WHERE checked.ok
+UNION ALL
+SELECT r.ord, r.value
+FROM checked, prior p, unnest(p.counts) WITH ORDINALITY AS r (value, ord)
+WHERE checked.ok
+ORDER BY 1";
+
 /// `reserve`: $1 keys, $2 costs (at most `MAX_COUNT`), $3 lifetimes in µs,
 /// $4 room (the largest count each cost fits on, -1 when it never fits),
-/// $5 the deadline, $6 the call's id, $7 the record's lifetime in µs. Locks the existing counters, decides, then writes every
-/// counter or none. A counter absent when locked but created concurrently
+/// $5 the deadline, $6 the call's id, $7 the record's lifetime in µs, $8
+/// floors (0: none). Locks the existing counters, decides on each count
+/// raised to its floor, then writes every counter or none: a new or
+/// expired one starts at its floor plus the cost, a live one gets the cost
+/// on its raised count and keeps its lifetime, unless it has a floor (then
+/// it gets one afresh, as in [`COUNT_FLOORED`]). A counter absent when
+/// locked but created concurrently
 /// before the insert makes the guard raise a serialization failure (the
 /// statement rolls back whole and is tried again). The inserts run before
 /// the updates: a concurrent insert of the same key then finds the locked
@@ -103,22 +164,26 @@ const RESERVE: &str = r"
 WITH prior AS (
     SELECT applied, counts FROM {s}.calls WHERE id = $6::text::uuid
 ), input AS (
-    SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[])
-        WITH ORDINALITY AS i (key, cost, ttl_us, room, ord)
+    SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[], $8::bigint[])
+        WITH ORDINALITY AS i (key, cost, ttl_us, room, floor, ord)
     WHERE NOT EXISTS (SELECT FROM prior)
 ), locked AS (
     SELECT c.key, c.value, c.expires_at > statement_timestamp() AS live
     FROM {s}.counters c WHERE c.key = ANY ($1::bytea[]) AND NOT EXISTS (SELECT FROM prior)
     ORDER BY c.key FOR UPDATE
 ), current AS (
-    SELECT i.ord, i.key, i.cost, i.ttl_us, i.room, l.key IS NOT NULL AS present,
-        CASE WHEN l.live THEN l.value ELSE 0 END AS value
-    FROM input i LEFT JOIN locked l ON l.key = i.key
+    SELECT i.ord, i.key, i.room, i.floor, l.key IS NOT NULL AS present, v.value, a.after,
+        statement_timestamp() + (i.ttl_us + CASE WHEN i.floor > 0
+            THEN (a.after - i.floor + 999) / 1000 * 1000 ELSE 0 END)
+            * interval '1 microsecond' AS expires_at
+    FROM input i LEFT JOIN locked l ON l.key = i.key,
+        LATERAL (SELECT CASE WHEN l.live THEN l.value ELSE 0 END AS value) v,
+        LATERAL (SELECT least(greatest(v.value, i.floor) + i.cost, 9007199254740992) AS after) a
 ), decision AS (
-    SELECT coalesce(bool_and(value <= room), true) AS fits FROM current
+    SELECT coalesce(bool_and(greatest(value, floor) <= room), true) AS fits FROM current
 ), inserted AS (
     INSERT INTO {s}.counters (key, value, expires_at)
-    SELECT key, cost, statement_timestamp() + ttl_us * interval '1 microsecond'
+    SELECT key, after, expires_at
     FROM current
     WHERE NOT present AND (SELECT fits FROM decision) AND clock_timestamp() <= $5::timestamptz
     ORDER BY key
@@ -126,9 +191,9 @@ WITH prior AS (
     RETURNING key, value
 ), updated AS (
     UPDATE {s}.counters c SET
-        value = least(cur.value + cur.cost, 9007199254740992),
-        expires_at = CASE WHEN c.expires_at > statement_timestamp() THEN c.expires_at
-            ELSE statement_timestamp() + cur.ttl_us * interval '1 microsecond' END
+        value = cur.after,
+        expires_at = CASE WHEN c.expires_at > statement_timestamp() AND cur.floor = 0
+            THEN c.expires_at ELSE cur.expires_at END
     FROM current cur
     WHERE c.key = cur.key AND cur.present AND (SELECT fits FROM decision)
         AND clock_timestamp() <= $5::timestamptz
@@ -162,22 +227,24 @@ WHERE checked.ok
 ORDER BY 1";
 
 /// `refund`: $1 keys, $2 costs (at most `MAX_COUNT`), $3 the deadline, $4
-/// the call's id, $5 the record's lifetime in µs. Subtracts from live counters, floored at 0, keeping
-/// their lifetime; an absent or expired counter is not written. Records
-/// the counts. Returns (ord, count): the refund's, or those recorded by an
-/// earlier attempt.
+/// the call's id, $5 the record's lifetime in µs, $6 floors (0: none).
+/// Subtracts from live counters, never below 0 nor the counter's floor,
+/// keeping their lifetime; an absent or expired counter is not written.
+/// Records the counts. Returns (ord, count): the refund's, or those
+/// recorded by an earlier attempt.
 const REFUND: &str = r"
 WITH prior AS (
     SELECT applied, counts FROM {s}.calls WHERE id = $4::text::uuid
 ), input AS (
-    SELECT * FROM unnest($1::bytea[], $2::bigint[]) WITH ORDINALITY AS i (key, cost, ord)
+    SELECT * FROM unnest($1::bytea[], $2::bigint[], $6::bigint[])
+        WITH ORDINALITY AS i (key, cost, floor, ord)
     WHERE NOT EXISTS (SELECT FROM prior)
 ), locked AS (
     SELECT c.key FROM {s}.counters c
     WHERE c.key = ANY ($1::bytea[]) AND NOT EXISTS (SELECT FROM prior)
     ORDER BY c.key FOR UPDATE
 ), updated AS (
-    UPDATE {s}.counters c SET value = greatest(c.value - i.cost, 0)
+    UPDATE {s}.counters c SET value = greatest(c.value - i.cost, i.floor, 0)
     FROM input i JOIN locked l ON l.key = i.key
     WHERE c.key = i.key AND c.expires_at > statement_timestamp()
         AND clock_timestamp() <= $3::timestamptz
@@ -300,6 +367,8 @@ SELECT (SELECT count(*) FROM counters), (SELECT count(*) FROM marks),
 #[derive(Clone, Debug)]
 pub(crate) struct Statements {
     pub(crate) count: String,
+    /// The count of a batch with a floor on some counter.
+    pub(crate) count_floored: String,
     pub(crate) reserve: String,
     pub(crate) refund: String,
     /// The counter statements that also purge expired call records.
@@ -316,6 +385,7 @@ pub(crate) struct Statements {
 #[derive(Clone, Debug)]
 pub(crate) struct Purging {
     pub(crate) count: String,
+    pub(crate) count_floored: String,
     pub(crate) reserve: String,
     pub(crate) refund: String,
 }
@@ -333,10 +403,12 @@ impl Statements {
         };
         Statements {
             count: on(COUNT, false),
+            count_floored: on(COUNT_FLOORED, false),
             reserve: on(RESERVE, false),
             refund: on(REFUND, false),
             purging: Purging {
                 count: on(COUNT, true),
+                count_floored: on(COUNT_FLOORED, true),
                 reserve: on(RESERVE, true),
                 refund: on(REFUND, true),
             },

@@ -197,13 +197,26 @@ impl CounterStore for PostgresStore {
         let (keys, costs, ttls) = columns(counters);
         let cutoff = cutoff(deadline);
         let (id, lifetime, purge) = self.record(id, deadline);
-        let sql = if purge {
-            &self.shared.sql.purging.count
+        let sql = &self.shared.sql;
+        let rows = if counters.iter().all(|c| c.floor == 0) {
+            let sql = if purge {
+                &sql.purging.count
+            } else {
+                &sql.count
+            };
+            let params: [&(dyn ToSql + Sync); 6] = [&keys, &costs, &ttls, &cutoff, &id, &lifetime];
+            self.write(sql, &params, deadline, started).await?
         } else {
-            &self.shared.sql.count
+            let sql = if purge {
+                &sql.purging.count_floored
+            } else {
+                &sql.count_floored
+            };
+            let floors = floors(counters);
+            let params: [&(dyn ToSql + Sync); 7] =
+                [&keys, &costs, &ttls, &cutoff, &id, &lifetime, &floors];
+            self.write(sql, &params, deadline, started).await?
         };
-        let params: [&(dyn ToSql + Sync); 6] = [&keys, &costs, &ttls, &cutoff, &id, &lifetime];
-        let rows = self.write(sql, &params, deadline, started).await?;
         counts(&rows, counters.len())
     }
 
@@ -222,6 +235,7 @@ impl CounterStore for PostgresStore {
         }
         let (keys, costs, ttls) = columns(counters);
         let rooms: Vec<i64> = counters.iter().map(room).collect();
+        let floors = floors(counters);
         let cutoff = cutoff(deadline);
         let (id, lifetime, purge) = self.record(id, deadline);
         let sql = if purge {
@@ -229,8 +243,9 @@ impl CounterStore for PostgresStore {
         } else {
             &self.shared.sql.reserve
         };
-        let params: [&(dyn ToSql + Sync); 7] =
-            [&keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime];
+        let params: [&(dyn ToSql + Sync); 8] = [
+            &keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime, &floors,
+        ];
         let rows = self.write(sql, &params, deadline, started).await?;
         let counts = counts(&rows, counters.len())?;
         let mut applied = None;
@@ -258,6 +273,7 @@ impl CounterStore for PostgresStore {
             return Ok(Vec::new());
         }
         let (keys, costs, _) = columns(counters);
+        let floors = floors(counters);
         let cutoff = cutoff(deadline);
         let (id, lifetime, purge) = self.record(id, deadline);
         let sql = if purge {
@@ -265,7 +281,7 @@ impl CounterStore for PostgresStore {
         } else {
             &self.shared.sql.refund
         };
-        let params: [&(dyn ToSql + Sync); 5] = [&keys, &costs, &cutoff, &id, &lifetime];
+        let params: [&(dyn ToSql + Sync); 6] = [&keys, &costs, &cutoff, &id, &lifetime, &floors];
         let rows = self.write(sql, &params, deadline, started).await?;
         counts(&rows, counters.len())
     }
@@ -399,6 +415,15 @@ fn columns(counters: &[Counter]) -> (Vec<&[u8]>, Vec<i64>, Vec<i64>) {
     (keys, costs, ttls)
 }
 
+/// The floors of a batch, as a statement array: at most [`MAX_COUNT`] (a
+/// floor above it raises every count to 2^53, as [`MAX_COUNT`] does).
+fn floors(counters: &[Counter]) -> Vec<i64> {
+    counters
+        .iter()
+        .map(|c| bigint(c.floor.min(MAX_COUNT)))
+        .collect()
+}
+
 /// The largest count on which `counter`'s cost [`fits`](Counter::fits),
 /// saturated at `i64::MAX` (every stored count fits below it); -1 when the
 /// cost is above the max and never fits.
@@ -480,6 +505,7 @@ mod tests {
             ttl: Duration::from_secs(60),
             cost,
             max,
+            floor: 0,
         }
     }
 

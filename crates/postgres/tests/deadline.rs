@@ -25,6 +25,7 @@ fn counter(key: &str) -> Counter {
         ttl: Duration::from_secs(600),
         cost: 5,
         max: 100,
+        floor: 0,
     }
 }
 

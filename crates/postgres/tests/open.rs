@@ -20,6 +20,7 @@ fn counter(key: &str) -> Counter {
         ttl: Duration::from_secs(600),
         cost: 1,
         max: 10,
+        floor: 0,
     }
 }
 

@@ -15,6 +15,7 @@ fn counter(key: &str, ttl: Duration) -> Counter {
         ttl,
         cost: 1,
         max: 1_000,
+        floor: 0,
     }
 }
 

@@ -26,6 +26,7 @@ fn counters(keys: &[String], max: u64, cost: u64) -> Vec<Counter> {
             ttl: Duration::from_secs(600),
             cost,
             max,
+            floor: 0,
         })
         .collect()
 }

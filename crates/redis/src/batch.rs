@@ -333,6 +333,7 @@ mod tests {
             ttl: Duration::from_secs(60),
             cost: 1,
             max: 10,
+            floor: 0,
         }
     }
 

@@ -44,16 +44,18 @@ impl std::ops::Add for Size {
 }
 
 /// What a call of [`CHECK`](crate::scripts::CHECK), the script of every
-/// counter operation, does: its op, and the arguments each counter takes.
+/// counter operation, does: its op, and the arguments each counter takes,
+/// each followed by `@floor` for a counter with a floor (none for a floor
+/// of 0: the same bytes as before floors).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Counters {
     /// `c`, count: `lifetime:cost` per counter (lifetime in ms).
     Count,
     /// `r`, reserve: `lifetime:cost:max` per counter.
     Reserve,
-    /// `f`, refund: cost per counter.
+    /// `f`, refund: `cost` per counter.
     Refund,
-    /// `g`, give back a reservation (Redis Cluster): cost per counter.
+    /// `g`, give back a reservation (Redis Cluster): `cost` per counter.
     #[cfg_attr(not(feature = "tcp"), allow(dead_code))]
     GiveBack,
 }
@@ -93,7 +95,11 @@ where
         text: hashes.iter().map(|r| r.key.len()).sum(),
     };
     for part in parts {
-        let (n, text) = (part.counters.clone()).fold((0, 0), |(n, t), c| (n + 1, t + c.key.len()));
+        let (n, text) = (part.counters.clone()).fold((0, 0), |(n, t), c| {
+            // About 17 more for a floor (a time in µs).
+            let floor = if c.floor > 0 { 17 } else { 0 };
+            (n + 1, t + c.key.len() + floor)
+        });
         let id = usize::from(part.record.is_kept());
         size.keys += n;
         size.args += 2 + id + n;
@@ -158,6 +164,9 @@ where
                 ),
                 Counters::Refund | Counters::GiveBack => write!(text, "{}", counter.cost),
             };
+            if counter.floor > 0 {
+                let _ = write!(text, "@{}", counter.floor);
+            }
             call.text(&text);
         }
     }
@@ -280,6 +289,7 @@ mod tests {
             ttl: Duration::from_millis(ttl_ms),
             cost,
             max,
+            floor: 0,
         }
     }
 
@@ -319,6 +329,45 @@ mod tests {
         assert_eq!(
             written(Counters::GiveBack),
             "k:a k:b k:h n:1 n:1540 n:1 t:i t:g2.1 n:99 t:2 t:3"
+        );
+    }
+
+    #[test]
+    fn a_floor_follows_a_counters_argument_after_an_at_sign_and_only_when_there_is_one() {
+        let floored = Counter {
+            floor: 1_781_524_989_000_000,
+            ..counter("a", 60_000, 3, 3_000_000)
+        };
+        let counters = [floored, counter("b", 1_000, 3, 20)];
+        let record = Record::none();
+        let written = |op: Counters| {
+            let mut call = Written::default();
+            let parts = [Part {
+                op,
+                counters: counters.iter(),
+                record: &record,
+                cutoff: 99,
+            }];
+            write(&mut call, &parts);
+            let size = size(&parts);
+            assert_eq!(size.keys + size.args, call.0.len());
+            call.0.join(" ")
+        };
+        assert_eq!(
+            written(Counters::Count),
+            "k:a k:b n:0 t:c2.0 n:99 t:60000:3@1781524989000000 t:1000:3"
+        );
+        assert_eq!(
+            written(Counters::Reserve),
+            "k:a k:b n:0 t:r2.0 n:99 t:60000:3:3000000@1781524989000000 t:1000:3:20"
+        );
+        assert_eq!(
+            written(Counters::Refund),
+            "k:a k:b n:0 t:f2.0 n:99 t:3@1781524989000000 t:3"
+        );
+        assert_eq!(
+            written(Counters::GiveBack),
+            "k:a k:b n:0 t:g2.0 n:99 t:3@1781524989000000 t:3"
         );
     }
 

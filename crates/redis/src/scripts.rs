@@ -18,9 +18,10 @@
 //! (other text, a negative number, a number over 2^53, another type)
 //! answers an error reply and leaves every counter as it was.
 //!
-//! Lua numbers are doubles. Counts, costs and maxes are at most 2^53 (the
-//! core's bounds; a shadow rule's max is 2^53), so every count, cost and
-//! max is exact;
+//! Lua numbers are doubles. Counts, costs, maxes and floors are at most
+//! 2^53 (the core's bounds; a shadow rule's max is 2^53; a floor is a time
+//! in µs, about 1.8e15 now), so every count, cost, max and floor is exact
+//! (and so is raising a count to its floor, `math.max`);
 //! `count + cost` is exact up to 2^53 and, above it, rounds to a value that
 //! is still above 2^53 (rounding is monotonic and 2^53 is a double), so
 //! `math.min(count + cost, 2^53)` saturates exactly and `count + cost <= max`
@@ -66,15 +67,19 @@ macro_rules! write_script {
 ///
 /// | `op` | what | per counter |
 /// |---|---|---|
-/// | `c` | count: adds each cost, saturating at 2^53 | `lifetime:cost` |
-/// | `r` | reserve: adds every cost if each count stays within its max, else none | `lifetime:cost:max` |
-/// | `f` | refund: gives each cost back, never below 0, keeping the lifetime; an absent counter stays absent | `cost` |
-/// | `g` | give back an applied reservation (Redis Cluster, for a slot that applied a reservation another slot refused) | `cost` |
+/// | `c` | count: raises each count to its floor, adds the cost, saturating at 2^53 | `lifetime:cost[@floor]` |
+/// | `r` | reserve: adds every cost if each count, raised to its floor, stays within its max, else none | `lifetime:cost:max[@floor]` |
+/// | `f` | refund: gives each cost back, never below 0 nor the floor, keeping the lifetime; an absent counter stays absent | `cost[@floor]` |
+/// | `g` | give back an applied reservation (Redis Cluster, for a slot that applied a reservation another slot refused) | `cost[@floor]` |
 ///
-/// (lifetimes in ms, every number in decimal digits). A batch repeats few
-/// heads and counter arguments (a rule's counters share one), and the
-/// script converts each distinct one once: text to number conversions
-/// (`strtod`, twice per `tonumber`) were a fifth of a check's work.
+/// (lifetimes in ms, every number in decimal digits). `@floor` (1 to 2^53,
+/// no leading zero) gives a counter a floor (`Counter::floor`,
+/// tollgate-core): the least count it is taken to hold, e.g.
+/// `60000:3:3000000@1781524989000000`; without it the floor is 0. A batch
+/// repeats few heads and counter arguments (a rule's counters share one),
+/// and the script converts each distinct one once: text to number
+/// conversions (`strtod`, twice per `tonumber`) were a fifth of a check's
+/// work.
 ///
 /// Returns one reply per call, in order: the counts after it (`c`, `f`,
 /// `g`), or `{applied, count...}` (`r`: 1 and the new counts, or 0 and
@@ -100,17 +105,28 @@ macro_rules! write_script {
 /// `g` reads its record the other way: only when it says the reservation
 /// was applied (or there is none: a reservation sent without one), it
 /// deletes it (`HDEL`, so a retry of the reservation applies afresh) and
-/// gives each cost back, removing a counter brought back to 0 (the
-/// reservation may have created it, and a refused reservation creates no
-/// counter; a racing caller's increment in between keeps it above 0, so it
-/// stays, with its lifetime). Otherwise (never applied, or undone already)
-/// it changes nothing. It answers the counts after and is not recorded.
+/// gives each cost back, removing a counter brought back to its floor or
+/// below (0 for a counter without one): the reservation may have created
+/// it, and a refused reservation creates no counter (a floored counter
+/// that held its floor or less was raised to the floor, where it counts as
+/// absent does). A racing caller's increment in between keeps it above,
+/// so it stays, with its lifetime. Otherwise (never applied, or undone
+/// already) it changes nothing. It answers the counts after and is not
+/// recorded. (A racing caller whose own floor passed the reserved count in
+/// between has the cost given back too: an under-count of at most the
+/// cost, when the callers' clocks, which the floors are, differ by more
+/// than the cost, or the give-back comes that late.)
 ///
-/// **Lifetimes.** `c` and `r` give a counter its lifetime when they create
-/// it (`PEXPIRE` when `INCRBY` answers the call's own cost: the counter was
-/// absent, or 0) and leave an existing counter's lifetime alone: a counter
-/// lives its window's full length from its first count, so from before its
-/// window ends until at most two windows after the window began.
+/// **Lifetimes.** `c` and `r` give a counter without a floor its lifetime
+/// when they create it (`PEXPIRE` when `INCRBY` answers the call's own
+/// cost: the counter was absent, or 0) and leave an existing counter's
+/// lifetime alone: a counter lives its window's full length from its first
+/// count, so from before its window ends until at most two windows after
+/// the window began. A counter with a floor holds a time in µs (a GCRA
+/// limit's theoretical arrival time), pushed forward by each call: every
+/// time `c` and `r` write it, they give it its lifetime past that time
+/// from now (`SET … PX`: the lifetime and `count - floor` µs, rounded up to
+/// whole ms; `Counter::lifetime_at`, tollgate-core).
 ///
 /// **Work.** On the common path a count or reservation is one `INCRBY` per
 /// counter (`PEXPIRE` too when it creates it) and a field of its hash of
@@ -121,6 +137,15 @@ macro_rules! write_script {
 /// and `DEL` of a counter brought back to 0) and runs the exact slow path:
 /// `GET` and validate every counter as text, decide, and `SET` each with
 /// its lifetime.
+///
+/// A count or reservation with a floored counter among its counters takes
+/// an exact path from the start (its counters' arguments tell, as they are
+/// validated; a call without one is not slowed): `GET` and validate every
+/// counter, raise each to its floor, decide, and `SET` each: a floored
+/// counter for its lifetime past the time it holds (`PX`), one without as
+/// the fast path would leave it (`PX` when it held 0 or nothing, else
+/// `KEEPTTL`). A refund of a floored counter that holds 0 looks whether it
+/// exists (`EXISTS`): an absent one stays absent.
 pub const CHECK: &str = r"
 local LIMIT = 9007199254740992
 local MALFORMED = 'ERR tollgate: a malformed call'
@@ -143,21 +168,34 @@ local function head_of(arg)
   return head
 end
 
--- A counter's argument: `cost`, `lifetime:cost` or `lifetime:cost:max`.
+-- A counter's argument without its floor: `cost`, `lifetime:cost` or
+-- `lifetime:cost:max` (`parts` 1 to 3), or false.
+local function parse(arg)
+  local a, b, c = match(arg, '^(%d+):(%d+):(%d+)$')
+  if a then
+    return {parts = 3, life = a, cost = tonumber(b), text = b, max = tonumber(c), floor = 0}
+  end
+  a, b = match(arg, '^(%d+):(%d+)$')
+  if a then
+    return {parts = 2, life = a, cost = tonumber(b), text = b, floor = 0}
+  elseif match(arg, '^%d+$') then
+    return {parts = 1, cost = tonumber(arg), text = arg, floor = 0}
+  end
+  return false
+end
+
+-- A counter's argument: as `parse` reads it, or followed by `@floor` (1 to
+-- 2^53, no leading zero; `parts` 10 more).
 local function counter_of(arg)
   local counter = counters[arg]
   if counter == nil and arg then
-    local a, b, c = match(arg, '^(%d+):(%d+):(%d+)$')
-    if a then
-      counter = {parts = 3, life = a, cost = tonumber(b), text = b, max = tonumber(c)}
-    else
-      a, b = match(arg, '^(%d+):(%d+)$')
-      if a then
-        counter = {parts = 2, life = a, cost = tonumber(b), text = b}
-      elseif match(arg, '^%d+$') then
-        counter = {parts = 1, cost = tonumber(arg), text = arg}
-      else
-        counter = false
+    counter = parse(arg)
+    if not counter then
+      local body, floor = match(arg, '^(.+)@([1-9]%d*)$')
+      counter = body and (#floor < 16 or (#floor == 16 and floor <= '9007199254740992'))
+        and parse(body) or false
+      if counter then
+        counter.parts, counter.floor = counter.parts + 10, tonumber(floor)
       end
     end
     counters[arg] = counter
@@ -275,14 +313,91 @@ local function reserve(k, a, n)
   return reply
 end
 
+-- Sets counter k+i, which held `before`, to `count` on the exact path of
+-- a count or reservation. One with a floor holds a time, in µs: it lives
+-- its lifetime past that time, from now (its lifetime and `count - floor`
+-- µs rounded up to whole ms). One without is left as the fast path leaves
+-- it: its lifetime when it held 0 or nothing, else the one it has.
+local function put(k, i, counter, before, count)
+  local floor = counter.floor
+  if floor > 0 then
+    -- Exact: `ahead` and `q * 1000` are integers up to 2^53 (and even
+    -- past it), and `r` is their difference, below 2000.
+    local ahead = count - floor
+    local q = math.floor(ahead / 1000)
+    local r = ahead - q * 1000
+    if r < 0 then
+      q, r = q - 1, r + 1000
+    elseif r >= 1000 then
+      q, r = q + 1, r - 1000
+    end
+    if r > 0 then
+      q = q + 1
+    end
+    call('SET', KEYS[k + i], format('%.0f', count), 'PX', format('%.0f', tonumber(counter.life) + q))
+  elseif before == 0 then
+    call('SET', KEYS[k + i], format('%.0f', count), 'PX', counter.life)
+  else
+    call('SET', KEYS[k + i], format('%.0f', count), 'KEEPTTL')
+  end
+end
+
+-- A count on the exact path (a call with a floored counter): each count
+-- raised to its floor, plus the cost, saturating at 2^53.
+local function count_exact(k, a, n)
+  local counts, err = read(k, n)
+  if not counts then
+    return err
+  end
+  for i = 1, n do
+    local counter = counters[ARGV[a + i]]
+    local before = counts[i]
+    counts[i] = math.min(math.max(before, counter.floor) + counter.cost, LIMIT)
+    put(k, i, counter, before, counts[i])
+  end
+  return counts
+end
+
+-- A reservation on the exact path (a call with a floored counter): every
+-- count raised to its floor fits its cost within its max, or none is
+-- written.
+local function reserve_exact(k, a, n)
+  local counts, err = read(k, n)
+  if not counts then
+    return err
+  end
+  local fits = 1
+  for i = 1, n do
+    local each = counters[ARGV[a + i]]
+    -- Exact: the difference of two integers up to 2^53.
+    if each.cost > each.max - math.max(counts[i], each.floor) then
+      fits = 0
+    end
+  end
+  local reply = {fits}
+  for i = 1, n do
+    if fits == 1 then
+      local each = counters[ARGV[a + i]]
+      local before = counts[i]
+      counts[i] = math.max(before, each.floor) + each.cost
+      put(k, i, each, before, counts[i])
+    end
+    reply[i + 1] = counts[i]
+  end
+  return reply
+end
+
 local function refund(k, a, n)
   local counts, err = read(k, n)
   if not counts then
     return err
   end
   for i = 1, n do
-    if counts[i] > 0 then
-      counts[i] = math.max(counts[i] - counters[ARGV[a + i]].cost, 0)
+    local counter = counters[ARGV[a + i]]
+    -- A floored counter holding 0 is raised to its floor; an absent one
+    -- stays absent.
+    if counts[i] > 0 or (counter.floor > 0 and call('EXISTS', KEYS[k + i]) == 1) then
+      counts[i] = math.max(counts[i] - counter.cost, counter.floor)
       call('SET', KEYS[k + i], format('%.0f', counts[i]), 'KEEPTTL')
     end
   end
@@ -290,7 +405,8 @@ local function refund(k, a, n)
 end
 
 -- Gives back an applied reservation (`applied`: its record said so, or it
--- had none).
+-- had none). A counter brought back to its floor or below (0 without
+-- one) holds no more than the reservation found or made of it: removed.
 local function give_back(k, a, n, applied)
   local counts, err = read(k, n)
   if not counts or not applied then
@@ -298,8 +414,10 @@ local function give_back(k, a, n, applied)
   end
   for i = 1, n do
     if counts[i] > 0 then
-      counts[i] = math.max(counts[i] - counters[ARGV[a + i]].cost, 0)
-      if counts[i] == 0 then
+      local counter = counters[ARGV[a + i]]
+      counts[i] = counts[i] - counter.cost
+      if counts[i] <= counter.floor then
+        counts[i] = 0
         call('DEL', KEYS[k + i])
       else
         call('SET', KEYS[k + i], format('%.0f', counts[i]), 'KEEPTTL')
@@ -309,8 +427,14 @@ local function give_back(k, a, n, applied)
   return counts
 end
 
--- Each op, and how many parts its counters' arguments have.
-local ops = {c = {count, 2}, r = {reserve, 3}, f = {refund, 1}, g = {give_back, 1}}
+-- Each op: what runs it, how many parts its counters' arguments have, and
+-- what runs a call of it with a floored counter.
+local ops = {
+  c = {count, 2, count_exact},
+  r = {reserve, 3, reserve_exact},
+  f = {refund, 1, refund},
+  g = {give_back, 1, give_back},
+}
 
 local m = tonumber(ARGV[1])
 if not m then
@@ -334,7 +458,8 @@ end
 -- Every call well formed before any is applied: its head, its cutoff, its
 -- counters' keys and arguments, its id. (Each distinct head and argument
 -- is parsed once; a table read costs less than a function call.)
-local first, k, used = a, 0, {}
+-- `floored[a]`: the call at ARGV[a] has a floored counter (nil: none has).
+local first, k, used, floored = a, 0, {}, nil
 while a <= last do
   local head, cutoff = heads[ARGV[a]], cutoffs[ARGV[a + 1]]
   if head == nil then
@@ -355,7 +480,11 @@ while a <= last do
       counter = counter_of(arg)
     end
     if not counter or counter.parts ~= op[2] then
-      return redis.error_reply(MALFORMED)
+      if not counter or counter.parts ~= op[2] + 10 then
+        return redis.error_reply(MALFORMED)
+      end
+      floored = floored or {}
+      floored[a] = true
     end
   end
   if head.hash > 0 then
@@ -413,6 +542,9 @@ a, k = first, 0
 while a <= last do
   local head = heads[ARGV[a]]
   local run, n, hash, cutoff = ops[head.code][1], head.n, head.hash, cutoffs[ARGV[a + 1]]
+  if floored and floored[a] then
+    run = ops[head.code][3]
+  end
   local id
   if hash > 0 then
     id = ARGV[next_id[hash]]

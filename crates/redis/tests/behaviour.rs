@@ -539,3 +539,169 @@ async fn refused_callers_under_attack_cost_the_server_nothing() {
     assert_eq!(stats, lean_calls(1, 2, 2 + new));
     assert_every_hash_expires(&mut admin).await;
 }
+
+/// A counter with `floor` (a time in µs), of max 2^53: a GCRA limit's.
+fn floored(name: &str, cost: u64, floor: u64) -> Counter {
+    Counter {
+        floor,
+        ..counter(name, cost, tollgate_core::MAX_COUNT)
+    }
+}
+
+/// A count or reservation with a floored counter runs the exact path
+/// (`GET`, then `SET` each counter), a floored counter living its ttl past
+/// the time it holds, and a counter without a floor in the same call
+/// keeping the lifetime it has; a call without floors stays one `INCRBY`
+/// per counter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_with_a_floor_is_exact_and_one_without_stays_lean() {
+    let server = RedisServer::start();
+    server.require_private("reset the statistics of");
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+    let pttl = |admin: &mut redis::aio::MultiplexedConnection, key: String| {
+        let mut admin = admin.clone();
+        async move {
+            match run(&mut admin, &["PTTL", &key]).await {
+                Value::Int(ms) => ms,
+                other => panic!("PTTL {key}: {other:?}"),
+            }
+        }
+    };
+    let floor = 1_781_524_989_000_000;
+    let (time, plain, fresh) = (
+        floored("time", 2_000_000, floor),
+        counter("plain", 1, 10),
+        counter("fresh", 1, 10),
+    );
+    run(&mut admin, &["SET", &plain.key, "4", "PX", "5000"]).await;
+    // Warm up: load the script.
+    store
+        .count(
+            std::slice::from_ref(&counter("warm", 1, 10)),
+            CheckId::new(),
+            deadline(),
+        )
+        .await
+        .unwrap();
+
+    run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
+    let batch = [time.clone(), plain.clone(), fresh.clone()];
+    let counts = store
+        .count(&batch, CheckId::new(), deadline())
+        .await
+        .unwrap();
+    assert_eq!(counts, [floor + 2_000_000, 5, 1]);
+    let stats = command_calls(&mut admin).await;
+    assert_eq!(stats.get("incrby"), None, "{stats:?}");
+    assert_eq!((stats.get("get"), stats.get("set")), (Some(&3), Some(&3)));
+    // 60 s and the 2 s the time is ahead of the floor.
+    let left = pttl(&mut admin, time.key.clone()).await;
+    assert!((61_000..=62_000).contains(&left), "{left} ms");
+    let left = pttl(&mut admin, plain.key.clone()).await;
+    assert!(
+        (1..=5_000).contains(&left),
+        "the plain counter's lifetime changed: {left} ms"
+    );
+    let left = pttl(&mut admin, fresh.key.clone()).await;
+    assert!((59_000..=60_000).contains(&left), "{left} ms");
+
+    // A reservation: the floor raised to a later time, the time renewed.
+    let later = Counter {
+        floor: floor + 10_000_000,
+        cost: 1_500,
+        ..time.clone()
+    };
+    let reservation = store
+        .reserve(&[later.clone(), plain.clone()], CheckId::new(), deadline())
+        .await
+        .unwrap();
+    assert!(reservation.applied);
+    assert_eq!(reservation.counts, [floor + 10_001_500, 6]);
+    let left = pttl(&mut admin, time.key.clone()).await;
+    assert!((59_000..=60_002).contains(&left), "{left} ms");
+    let left = pttl(&mut admin, plain.key.clone()).await;
+    assert!(
+        (1..=5_000).contains(&left),
+        "the plain counter's lifetime changed: {left} ms"
+    );
+
+    // Without floors: one INCRBY per counter, nothing read or set.
+    run(&mut admin, &["CONFIG", "RESETSTAT"]).await;
+    store
+        .count(&[plain.clone(), fresh.clone()], CheckId::new(), deadline())
+        .await
+        .unwrap();
+    let stats = command_calls(&mut admin).await;
+    assert_eq!(stats.get("incrby"), Some(&2), "{stats:?}");
+    assert_eq!(
+        (stats.get("get"), stats.get("set")),
+        (None, None),
+        "{stats:?}"
+    );
+}
+
+/// A call with a floored counter over a value no count can be changes
+/// nothing, the counters ahead of it included, and a refund of a floored
+/// counter raises it to its floor, leaving an absent one absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_floored_write_over_a_malformed_counter_changes_nothing() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let mut admin = admin(&server.url()).await;
+    for text in ["1.5", "-2", "07", "9007199254740993", "soon"] {
+        let batch = [
+            counter("fine", 1, 5),
+            floored("fresh", 1_000, 1_000_000),
+            floored("bad", 1_000, 1_000_000),
+        ];
+        run(&mut admin, &["SET", &batch[0].key, "2"]).await;
+        run(&mut admin, &["SET", &batch[2].key, text]).await;
+        let errors = [
+            store
+                .count(&batch, CheckId::new(), deadline())
+                .await
+                .map(drop),
+            store
+                .reserve(&batch, CheckId::new(), deadline())
+                .await
+                .map(drop),
+            store
+                .refund(&batch, CheckId::new(), deadline())
+                .await
+                .map(drop),
+        ];
+        for err in errors {
+            let err = err.unwrap_err();
+            assert!(!err.is_transient(), "over {text:?}: {err:?}");
+            assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+            assert_eq!(
+                stored(&mut admin, &batch[0].key).await.as_deref(),
+                Some("2")
+            );
+            assert_eq!(stored(&mut admin, &batch[1].key).await, None);
+            assert_eq!(
+                stored(&mut admin, &batch[2].key).await.as_deref(),
+                Some(text)
+            );
+        }
+    }
+    // A refund: a floored counter holding 0 is raised to its floor, an
+    // absent one stays absent, and the lifetime stays.
+    let (zero, absent) = (floored("zero", 5, 700), floored("absent", 5, 700));
+    run(&mut admin, &["SET", &zero.key, "0", "PX", "5000"]).await;
+    let counts = store
+        .refund(&[zero.clone(), absent.clone()], CheckId::new(), deadline())
+        .await
+        .unwrap();
+    assert_eq!(counts, [700, 0]);
+    assert_eq!(stored(&mut admin, &zero.key).await.as_deref(), Some("700"));
+    assert_eq!(stored(&mut admin, &absent.key).await, None);
+    let Value::Int(left) = run(&mut admin, &["PTTL", &zero.key]).await else {
+        panic!("PTTL");
+    };
+    assert!(
+        (1..=5_000).contains(&left),
+        "the refund changed the lifetime: {left}"
+    );
+}

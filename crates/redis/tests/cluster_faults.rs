@@ -499,6 +499,68 @@ async fn a_reservation_refused_on_one_slot_leaves_the_others_as_they_were() {
     assert_eq!(reply.counts, [5, 10, 4]);
 }
 
+/// A reservation refused on one slot gives floored counters (GCRA times)
+/// back too: one it created is absent again, one past its floor holds what
+/// it held, and one it raised from below its floor (where a time counts as
+/// absent does) is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_cross_slot_reservation_gives_floored_counters_back() {
+    let cluster = shared_cluster().await;
+    let mut raw = raw(cluster).await;
+    let store = RedisClusterStore::open(&cluster.url()).unwrap();
+    let (full, full_slot) = limit_where(&mut raw, "gbf-full", 10, |_| true).await;
+    let (made, _) = limit_where(&mut raw, "gbf-made", 10, |s| s != full_slot).await;
+    let (ahead, _) = limit_where(&mut raw, "gbf-ahead", 10, |s| s != full_slot).await;
+    let (behind, _) = limit_where(&mut raw, "gbf-behind", 10, |s| s != full_slot).await;
+    let now = support::cluster::now();
+    let floor = now * 1_000_000;
+    let timed = |limit: &Limit, cost: u64, floor: u64| Counter {
+        cost,
+        max: tollgate_core::MAX_COUNT,
+        floor,
+        ..limit.counter(now)
+    };
+    let plain = |limit: &Limit, cost: u64| Counter {
+        cost,
+        ..limit.counter(now)
+    };
+    for counter in [
+        plain(&full, 10),
+        timed(&ahead, 50, floor),
+        timed(&behind, 5, floor - 1_000),
+    ] {
+        store
+            .count(std::slice::from_ref(&counter), CheckId::new(), deadline())
+            .await
+            .unwrap();
+    }
+    let logs = Logs::default();
+    let reply = logs
+        .capture(store.reserve(
+            &[
+                timed(&made, 7, floor),
+                timed(&ahead, 7, floor),
+                timed(&behind, 7, floor),
+                plain(&full, 1),
+            ],
+            CheckId::new(),
+            deadline(),
+        ))
+        .await
+        .unwrap();
+    assert!(!reply.applied);
+    assert_eq!(reply.counts, [0, floor + 50, 0, 10], "after the give-back");
+    assert_eq!(pttl(&mut raw, &key_of(&made)).await, -2, "left behind");
+    assert_eq!(stored(&mut raw, &key_of(&ahead)).await, floor + 50);
+    assert_eq!(pttl(&mut raw, &key_of(&behind)).await, -2, "left raised");
+    assert_eq!(stored(&mut raw, &key_of(&full)).await, 10);
+    assert!(
+        logs.text().is_empty(),
+        "a give-back failed: {}",
+        logs.text()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prefixed_cluster_store_keeps_its_counters_under_its_prefix() {
     let cluster = shared_cluster().await;
@@ -602,6 +664,7 @@ fn minute_counter(key: &str, cost: u64) -> Counter {
         ttl: Duration::from_secs(60),
         cost,
         max: 10,
+        floor: 0,
     }
 }
 

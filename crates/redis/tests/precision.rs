@@ -539,3 +539,112 @@ async fn raw(conn: &mut redis::aio::MultiplexedConnection, cmd: redis::Cmd) -> V
     use redis::aio::ConnectionLike;
     conn.req_packed_command(&cmd).await.unwrap()
 }
+
+/// A floor follows a counter's argument as `@` and 1 to 2^53 in digits
+/// without a leading zero: any other floor makes the whole script call
+/// write nothing; 2^53 itself is one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_floor_makes_the_whole_script_call_write_nothing() {
+    let server = RedisServer::start();
+    let mut admin = admin(&server.url()).await;
+    let id = tollgate_test_support::unique();
+    let (a, b) = (format!("limit:a:{id}:1"), format!("limit:b:{id}:1"));
+    let cutoff = (now_millis() + 10_000).to_string();
+    let c = cutoff.as_str();
+    let eval = |args: &[&str]| {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(tollgate_redis::scripts::CHECK)
+            .arg(2)
+            .arg(&a)
+            .arg(&b)
+            .arg(args);
+        cmd
+    };
+    for (op, bad) in [
+        ("c1.0", "60000:2@0"),
+        ("c1.0", "60000:2@007"),
+        ("c1.0", "60000:2@"),
+        ("c1.0", "60000:2@-5"),
+        ("c1.0", "60000:2@1@2"),
+        ("c1.0", "@5"),
+        ("c1.0", "60000:2@9007199254740993"),
+        ("c1.0", "60000:2@10000000000000000"),
+        ("c1.0", "60000:2@1e9"),
+        ("r1.0", "60000:2@5"),
+        ("f1.0", "60000:2@5"),
+        ("g1.0", "60000:2:9@5"),
+    ] {
+        // A well-formed count of `a` first, then the bad call on `b`.
+        let args = ["0", "c1.0", c, "60000:2@5", op, c, bad];
+        let reply = raw(&mut admin, eval(&args)).await;
+        assert!(
+            matches!(&reply, Value::ServerError(e) if e.details() == Some("tollgate: a malformed call")),
+            "{op} {bad}: {reply:?}"
+        );
+        assert_eq!(stored(&mut admin, &a).await, None, "{op} {bad}: a write");
+        assert_eq!(stored(&mut admin, &b).await, None, "{op} {bad}: a write");
+    }
+    // Well formed: applied. (`b` twice: counted, then refunded.)
+    let args = [
+        "0",
+        "c1.0",
+        c,
+        "60000:2@9007199254740992",
+        "c1.0",
+        c,
+        "60000:2@1000",
+    ];
+    let replies: Vec<Vec<u64>> = eval(&args).query_async(&mut admin).await.unwrap();
+    assert_eq!(replies, [vec![TOP], vec![1_002]]);
+    let mut refund = redis::cmd("EVAL");
+    refund
+        .arg(tollgate_redis::scripts::CHECK)
+        .arg(1)
+        .arg(&b)
+        .arg(&["0", "f1.0", c, "1@1000"]);
+    let replies: Vec<Vec<u64>> = refund.query_async(&mut admin).await.unwrap();
+    assert_eq!(replies, [vec![1_001]]);
+}
+
+/// The give-back (`g`) of a floored counter takes the cost back and
+/// removes a counter brought back to its floor or below (as the
+/// reservation found or made it: it counts as absent does), keeping the
+/// lifetime of one above it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_give_back_of_a_floored_counter_removes_it_at_its_floor() {
+    let server = RedisServer::start();
+    let mut admin = admin(&server.url()).await;
+    let id = tollgate_test_support::unique();
+    let (made, ahead) = (format!("limit:made:{id}:1"), format!("limit:ahead:{id}:1"));
+    let cutoff = (now_millis() + 10_000).to_string();
+    let c = cutoff.as_str();
+    // A reservation (no record) at the floor 1000: `made` absent, `ahead` past it.
+    run(&mut admin, &["SET", &ahead, "1043", "PX", "5000"]).await;
+    let reserve = ["0", "r2.0", c, "60000:7:9000@1000", "60000:7:9000@1000"];
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(tollgate_redis::scripts::CHECK)
+        .arg(2)
+        .arg(&made)
+        .arg(&ahead)
+        .arg(&reserve);
+    let replies: Vec<Vec<u64>> = cmd.query_async(&mut admin).await.unwrap();
+    assert_eq!(replies, [vec![1, 1_007, 1_050]]);
+    let give_back = ["0", "g2.0", c, "7@1000", "7@1000"];
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(tollgate_redis::scripts::CHECK)
+        .arg(2)
+        .arg(&made)
+        .arg(&ahead)
+        .arg(&give_back);
+    let replies: Vec<Vec<u64>> = cmd.query_async(&mut admin).await.unwrap();
+    assert_eq!(replies, [vec![0, 1_043]]);
+    assert_eq!(run(&mut admin, &["EXISTS", &made]).await, Value::Int(0));
+    assert_eq!(stored(&mut admin, &ahead).await.as_deref(), Some("1043"));
+    let Value::Int(left) = run(&mut admin, &["PTTL", &ahead]).await else {
+        panic!("PTTL");
+    };
+    assert!(
+        (59_000..=60_001).contains(&left),
+        "the give-back changed the lifetime the reservation gave: {left}"
+    );
+}

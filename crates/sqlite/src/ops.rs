@@ -7,9 +7,13 @@
 //! The worker holds the file's write lock for the whole batch, so a count
 //! read here cannot change before the write that follows it; new counts are
 //! computed here, with the core's arithmetic ([`Counter::added_to`],
-//! [`Counter::fits`], [`Counter::refunded_from`]), so SQL never adds and
-//! nothing can overflow SQLite's 64-bit integers (counts stay within
-//! [`MAX_COUNT`](tollgate_core::MAX_COUNT) = 2^53). Writes do not use
+//! [`Counter::fits`], [`Counter::refunded_from`], which raise a count to
+//! the counter's floor first), so SQL never adds and nothing can overflow
+//! SQLite's 64-bit integers (counts stay within
+//! [`MAX_COUNT`](tollgate_core::MAX_COUNT) = 2^53). A count or reservation
+//! of a counter with a floor also gives it a lifetime afresh
+//! ([`Counter::lifetime_at`] its new count, from now: [`RENEW`]); one
+//! without keeps the lifetime it started with. Writes do not use
 //! `RETURNING`: SQLite would build a temporary table for every such
 //! statement, which costs more than reading the row first.
 //!
@@ -32,11 +36,17 @@ use crate::calls::{self, Calls, Earlier};
 pub(crate) type Result<T> = std::result::Result<T, rusqlite::Error>;
 
 /// Sets a live counter from the count read (`?2`) to its new count (`?3`).
-/// Only `value` changes, so the expiry index is left alone: a counter keeps
-/// the lifetime it was created with (at most one `ttl` after any of its
-/// increments). The condition on the old count turns a count changed under
+/// Only `value` changes, so the expiry index is left alone: a counter
+/// without a floor keeps the lifetime it was created with (at most one
+/// `ttl` after any of its increments), and a refund keeps any counter's.
+/// The condition on the old count turns a count changed under
 /// the write lock (which cannot happen) into a failed call.
 const SET: &str = "UPDATE counters SET value = ?3 WHERE key = ?1 AND value = ?2";
+
+/// As [`SET`], and gives the counter a new expiry (`?4`): a count or
+/// reservation of a counter with a floor, whose value is a time pushed
+/// forward by each call, lives its `ttl` past that time from every one.
+const RENEW: &str = "UPDATE counters SET value = ?3, expires_at = ?4 WHERE key = ?1 AND value = ?2";
 
 /// Starts a counter at `?2`, replacing an expired row.
 const START: &str = "
@@ -210,13 +220,15 @@ fn to_stored(count: u64) -> Result<i64> {
     i64::try_from(count).map_err(|err| rusqlite::Error::ToSqlConversionFailure(Box::new(err)))
 }
 
-/// Adds every counter's cost, saturating; the new counts, in order.
+/// Adds every counter's cost (raised to its floor first), saturating; the
+/// new counts, in order.
 pub(crate) fn count(conn: &Connection, counters: &[Counter], now: Duration) -> Result<Vec<u64>> {
     counters
         .iter()
         .map(|c| {
             let before = current(conn, &c.key, now)?;
-            write(conn, c, before, c.added_to(before.unwrap_or(0)), now)
+            let after = c.added_to(before.unwrap_or(0));
+            write(conn, c, before, after, Lifetime::of_added(c), now)
         })
         .collect()
 }
@@ -247,7 +259,10 @@ pub(crate) fn reserve(
     let counts = counters
         .iter()
         .zip(before)
-        .map(|(c, before)| write(conn, c, before, c.added_to(before.unwrap_or(0)), now))
+        .map(|(c, before)| {
+            let after = c.added_to(before.unwrap_or(0));
+            write(conn, c, before, after, Lifetime::of_added(c), now)
+        })
         .collect::<Result<Vec<u64>>>()?;
     Ok(Reservation {
         applied: true,
@@ -255,41 +270,83 @@ pub(crate) fn reserve(
     })
 }
 
-/// Gives every counter's cost back, never below zero, keeping its expiry;
-/// an absent or expired counter stays absent. The new counts, in order.
+/// Gives every counter's cost back, never below zero nor its floor,
+/// keeping its expiry; an absent or expired counter stays absent. The new
+/// counts, in order.
 pub(crate) fn refund(conn: &Connection, counters: &[Counter], now: Duration) -> Result<Vec<u64>> {
     counters
         .iter()
         .map(|c| match live(conn, &c.key, now)? {
-            Some((before, _)) => write(conn, c, Some(before), c.refunded_from(before), now),
+            Some((before, _)) => {
+                let after = c.refunded_from(before);
+                write(conn, c, Some(before), after, Lifetime::Keep, now)
+            }
             None => Ok(0),
         })
         .collect()
 }
 
+/// What a write of a live counter does to its expiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lifetime {
+    /// Keeps it: a refund, or a count of a counter without a floor.
+    Keep,
+    /// Sets it afresh ([`Counter::lifetime_at`] the new count from now): a
+    /// count or reservation of a counter with a floor.
+    Renew,
+}
+
+impl Lifetime {
+    /// The lifetime of a counter whose cost is added (a count or an
+    /// applied reservation).
+    fn of_added(c: &Counter) -> Lifetime {
+        if c.floor > 0 {
+            Lifetime::Renew
+        } else {
+            Lifetime::Keep
+        }
+    }
+}
+
 /// Stores `after` for a counter whose live count is `before` (`None`:
-/// absent or expired, so it starts with lifetime `ttl`); returns `after`.
-/// The worker holds the write lock, so `before` is still true; a counter
-/// that changed anyway fails the call, which its batch then rolls back.
+/// absent or expired, so it starts with lifetime `ttl`, or
+/// [`Counter::lifetime_at`] `after` for a counter with a floor), renewing
+/// its lifetime when `lifetime` says so; returns `after`. The worker holds the
+/// write lock, so `before` is still true; a counter that changed anyway
+/// fails the call, which its batch then rolls back.
 fn write(
     conn: &Connection,
     c: &Counter,
     before: Option<u64>,
     after: u64,
+    lifetime: Lifetime,
     now: Duration,
 ) -> Result<u64> {
-    let changed = match before {
-        Some(before) if before == after => return Ok(after),
-        Some(before) => conn.prepare_cached(SET)?.execute(params![
+    let changed = match (before, lifetime) {
+        (Some(before), Lifetime::Renew) => conn.prepare_cached(RENEW)?.execute(params![
+            c.key.as_bytes(),
+            to_stored(before)?,
+            to_stored(after)?,
+            expires_at(now, c.lifetime_at(after))
+        ])?,
+        (Some(before), Lifetime::Keep) if before == after => return Ok(after),
+        (Some(before), Lifetime::Keep) => conn.prepare_cached(SET)?.execute(params![
             c.key.as_bytes(),
             to_stored(before)?,
             to_stored(after)?
         ])?,
-        None => conn.prepare_cached(START)?.execute(params![
-            c.key.as_bytes(),
-            to_stored(after)?,
-            expires_at(now, c.ttl)
-        ])?,
+        (None, _) => {
+            let ttl = if c.floor > 0 {
+                c.lifetime_at(after)
+            } else {
+                c.ttl
+            };
+            conn.prepare_cached(START)?.execute(params![
+                c.key.as_bytes(),
+                to_stored(after)?,
+                expires_at(now, ttl)
+            ])?
+        }
     };
     match changed {
         1 => Ok(after),

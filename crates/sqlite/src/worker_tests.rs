@@ -17,6 +17,7 @@ fn counter(key: &str) -> Counter {
         ttl: Duration::from_secs(60),
         cost: 1,
         max: 10,
+        floor: 0,
     }
 }
 

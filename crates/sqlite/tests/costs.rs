@@ -19,6 +19,7 @@ fn counter(key: &str, cost: u64, max: u64) -> Counter {
         ttl: Duration::from_secs(60),
         cost,
         max,
+        floor: 0,
     }
 }
 

@@ -20,6 +20,7 @@ fn counter(key: String) -> Counter {
         ttl: MINUTE,
         cost: 1,
         max: 100,
+        floor: 0,
     }
 }
 

@@ -12,6 +12,7 @@ fn counter() -> Counter {
         ttl: Duration::from_secs(60),
         cost: 1,
         max: 10,
+        floor: 0,
     }
 }
 

@@ -41,6 +41,7 @@ async fn a_new_file_gets_the_versioned_schema_and_works() {
         ttl: std::time::Duration::from_secs(60),
         cost: 1,
         max: 1,
+        floor: 0,
     };
     assert_eq!(
         store
@@ -144,6 +145,7 @@ async fn a_version_2_file_made_before_call_records_gets_their_table() {
         ttl: std::time::Duration::from_secs(60),
         cost: 1,
         max: 100,
+        floor: 0,
     };
     let id = CheckId::new();
     let batch = std::slice::from_ref(&counter);

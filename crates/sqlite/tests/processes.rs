@@ -97,6 +97,7 @@ async fn burst(store: SqliteStore, key: &str) {
         ttl: Duration::from_secs(3_600),
         cost: 1,
         max: u64::MAX,
+        floor: 0,
     };
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..16 {

@@ -17,6 +17,7 @@ fn counter(key: &str) -> Counter {
         ttl: Duration::from_secs(3_600),
         cost: 1,
         max: u64::MAX,
+        floor: 0,
     }
 }
 

@@ -710,6 +710,7 @@ mod tests {
             ttl: std::time::Duration::from_secs(60),
             cost: 1,
             max: 5,
+            floor: 0,
         };
         let deadline = tollgate_core::Deadline::after(std::time::Duration::from_millis(500));
         let called = store

@@ -13,6 +13,7 @@ fn counter(key: &str, ttl: u64) -> Counter {
         ttl: Duration::from_secs(ttl),
         cost: 1,
         max: 1_000,
+        floor: 0,
     }
 }
 

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use tollgate_core::{CheckId, Claim, Clock, Counter, CounterStore, Limit, MarkStore, Window};
+use tollgate_core::{
+    Algorithm, CheckId, Claim, Clock, Counter, CounterStore, Limit, MarkStore, Window,
+};
 
 use crate::support::{
     SLACK, assert_fresh_lifetime, assert_gone, clock, deadline, lifetime, lifetime_windows,
@@ -23,6 +25,7 @@ fn counter(key: &str, ttl: Duration, cost: u64) -> Counter {
         ttl,
         cost,
         max: 100,
+        floor: 0,
     }
 }
 
@@ -283,4 +286,58 @@ pub async fn a_mark_lease_ends_at_its_ttl<H: Harness>(harness: &H) {
         Claim::Acquired,
         "a done mark must end at its ttl"
     );
+}
+
+/// A sliding window's counters live two windows (the next window still
+/// reads them), however written through the limiter: counted, reserved,
+/// settled past the estimate. A GCRA counter lives until its bucket is
+/// full again and then its rule's ttl: counted or reserved, its lifetime
+/// runs from the time it holds.
+pub async fn sliding_and_gcra_counters_live_as_long_as_they_count<H: Harness>(harness: &H) {
+    let clock = clock(harness);
+    let limiter = limiter(harness.open().await, &clock);
+    let id = unique();
+    let now = clock.now().as_secs();
+    let sliding = rule("life-sliding", 100, Window::HOUR, 1).with_algorithm(Algorithm::Sliding);
+    let [counted, reserved, settled] = ["count", "reserve", "settle"].map(|how| {
+        ok(
+            ok(sliding.limit(&[format!("{id}-{how}")]), "limit").with_cost(3),
+            "cost",
+        )
+    });
+    ok(limiter.count(std::slice::from_ref(&counted)).await, "count");
+    assert!(
+        ok(
+            limiter.reserve(std::slice::from_ref(&reserved)).await,
+            "reserve"
+        )
+        .is_allowed()
+    );
+    let spent = ok(
+        limiter.reserve(std::slice::from_ref(&settled)).await,
+        "reserve",
+    );
+    ok(limiter.settle(&spent, sliding.name(), 5).await, "settle");
+    for limit in [&counted, &reserved, &settled] {
+        let key = limit.current_key(now);
+        assert_fresh_lifetime(harness, &key, 2 * Window::HOUR.duration()).await;
+    }
+    // 60 an hour: one a minute; 5 at once puts the bucket 5 minutes ahead.
+    let gcra = rule("life-gcra", 60, Window::HOUR, 1).with_algorithm(Algorithm::Gcra);
+    let gcra = ok(gcra.with_burst(10), "burst");
+    let ahead = Duration::from_secs(5 * 60);
+    for (how, reserve) in [("count", false), ("reserve", true)] {
+        let limit = ok(
+            ok(gcra.limit(&[format!("{id}-{how}")]), "limit").with_cost(5),
+            "cost",
+        );
+        let verdict = if reserve {
+            limiter.reserve(std::slice::from_ref(&limit)).await
+        } else {
+            limiter.count(std::slice::from_ref(&limit)).await
+        };
+        assert!(ok(verdict, how).is_allowed());
+        let key = limit.current_key(now);
+        assert_fresh_lifetime(harness, &key, gcra.counter_ttl() + ahead).await;
+    }
 }

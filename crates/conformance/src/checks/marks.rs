@@ -108,6 +108,7 @@ pub async fn marks_belong_to_their_token<H: Harness>(harness: &H) {
         ttl: DONE,
         cost: 2,
         max: 10,
+        floor: 0,
     };
     let apart = format!("mark:{id}:apart");
     assert_eq!(claim(&apart, "a").await, Claim::Acquired);

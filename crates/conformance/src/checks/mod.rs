@@ -11,6 +11,7 @@ mod costs;
 mod counting;
 mod dedup;
 mod durability;
+mod floors;
 mod keys;
 mod lifetimes;
 mod marks;
@@ -36,13 +37,20 @@ pub use dedup::{
     delivery_is_first_exactly_once, released_delivery_is_first_again,
 };
 pub use durability::counts_survive_a_restart;
+pub use floors::{
+    a_floor_raises_the_count_before_the_cost, a_floored_counter_lives_its_ttl_from_every_write,
+};
 pub use keys::{golden_key_vectors, principals_never_share_a_counter};
 pub use lifetimes::{
     a_mark_lease_ends_at_its_ttl, counters_expire_ttl_after_their_latest_increment,
     every_counter_lives_until_its_window_ends_within_two_windows,
+    sliding_and_gcra_counters_live_as_long_as_they_count,
 };
 pub use marks::marks_belong_to_their_token;
-pub use oracle::{racing_callers_fill_a_sliding_window_exactly, windows_match_the_model};
+pub use oracle::{
+    racing_callers_fill_a_sliding_window_exactly, racing_callers_take_exactly_a_gcra_burst,
+    windows_match_the_model,
+};
 pub use refunds::{
     a_refund_after_the_window_rolled_over_changes_nothing,
     refunding_an_absent_counter_keeps_it_absent, refunds_floor_at_zero,
@@ -71,6 +79,7 @@ mod tests {
             include_str!("counting.rs"),
             include_str!("dedup.rs"),
             include_str!("durability.rs"),
+            include_str!("floors.rs"),
             include_str!("keys.rs"),
             include_str!("lifetimes.rs"),
             include_str!("marks.rs"),

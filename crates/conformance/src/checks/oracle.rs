@@ -1,8 +1,10 @@
-//! Fixed and sliding windows against a model: a plain function of the
-//! calls and the clock, written from the definitions (a sliding window at
-//! `e` seconds into window `i` counts `floor(prev × (W − e) / W) + current`;
-//! a limited caller waits until the first second its cost fits, found by
-//! trying each second).
+//! Fixed and sliding windows and GCRA against a model: a plain function of
+//! the calls and the clock, written from the definitions (a sliding window
+//! at `e` seconds into window `i` counts `floor(prev × (W − e) / W) +
+//! current`; a GCRA bucket of `max` per `W` and burst `b` admits a cost `c`
+//! when `max(tat, now) + c·T − now ≤ b·T`, `T = ⌈W / max⌉` µs; a limited
+//! caller waits until the first second its cost fits, found by trying each
+//! second).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -14,12 +16,20 @@ use crate::Harness;
 use crate::checks::concurrency::race;
 use crate::support::{block_on, clock, limiter, ok, rule, runner, unique, window};
 
-/// The model's limits: `(name, window, algorithm)`; each case draws its maxes.
-const SHAPES: [(&str, u64, Algorithm); 3] = [
+/// The model's limits: `(name, window, algorithm)`; each case draws its
+/// maxes (and the GCRA limit's burst).
+const SHAPES: [(&str, u64, Algorithm); 4] = [
     ("model-fixed", 10, Algorithm::Fixed),
     ("model-sliding", 10, Algorithm::Sliding),
     ("model-slow", 30, Algorithm::Sliding),
+    ("model-gcra", 10, Algorithm::Gcra),
 ];
+
+/// The GCRA limit's index in [`SHAPES`].
+const GCRA: usize = 3;
+
+/// One µs-second.
+const SECOND: u64 = 1_000_000;
 
 /// One step of a sequence.
 #[derive(Clone, Debug)]
@@ -42,7 +52,7 @@ enum Step {
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     let mode = prop_oneof![Just(Mode::Count), Just(Mode::Reserve)];
-    let picks = proptest::sample::subsequence(vec![0usize, 1, 2], 1..=3)
+    let picks = proptest::sample::subsequence(vec![0usize, 1, 2, 3], 1..=4)
         .prop_flat_map(|limits| {
             let n = limits.len();
             (Just(limits), proptest::collection::vec(1..14u64, n))
@@ -50,7 +60,7 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
         .prop_map(|(limits, costs)| limits.into_iter().zip(costs).collect::<Vec<_>>());
     let step = prop_oneof![
         6 => (mode, picks).prop_map(|(mode, picks)| Step::Check(mode, picks)),
-        1 => (0..8usize, 0..3usize, 1..10u64)
+        1 => (0..8usize, 0..4usize, 1..10u64)
             .prop_map(|(which, limit, units)| Step::Refund { which, limit, units }),
         2 => (0..25u64).prop_map(Step::Advance),
         2 => (0..3u64).prop_map(Step::Boundary),
@@ -58,10 +68,13 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
     proptest::collection::vec(step, 1..28)
 }
 
-/// The model: every counter's count, by limit and window index.
+/// The model: every window counter's count, by limit and window index,
+/// and the GCRA limit's theoretical arrival time (µs; 0 before any call).
 struct Model {
-    maxes: [u64; 3],
+    maxes: [u64; 4],
+    burst: u64,
     counts: HashMap<(usize, u64), u64>,
+    tat: u64,
 }
 
 /// What the model expects of one usage.
@@ -84,27 +97,70 @@ impl Model {
         let (_, len, algorithm) = SHAPES[limit];
         let index = now / len;
         let current = self.count(limit, Some(index));
-        match algorithm {
-            Algorithm::Fixed => current,
-            Algorithm::Sliding => {
-                let previous = self.count(limit, index.checked_sub(1));
-                let left = u128::from(len - now % len);
-                let weighted = u128::from(previous) * left / u128::from(len);
-                current + u64::try_from(weighted).unwrap_or(u64::MAX)
-            }
+        if algorithm == Algorithm::Sliding {
+            let previous = self.count(limit, index.checked_sub(1));
+            let left = u128::from(len - now % len);
+            let weighted = u128::from(previous) * left / u128::from(len);
+            return current + u64::try_from(weighted).unwrap_or(u64::MAX);
         }
+        current
     }
 
-    /// The first second from `now` at which `cost` fits limit `limit`,
-    /// nothing else being counted: each second tried in turn.
+    /// The GCRA limit's emission interval (µs, rounded up) and burst (µs).
+    fn gcra(&self) -> (u64, u64) {
+        let interval = (SHAPES[GCRA].1 * SECOND).div_ceil(self.maxes[GCRA]);
+        (interval, self.burst * interval)
+    }
+
+    /// How long the GCRA bucket needs to drain at `now` (µs).
+    fn level(&self, now: u64) -> u64 {
+        self.tat.max(now * SECOND) - now * SECOND
+    }
+
+    /// Whether a call of `cost` on `limit` fits at `now`.
+    fn fits(&self, limit: usize, cost: u64, now: u64) -> bool {
+        if limit == GCRA {
+            let (interval, burst) = self.gcra();
+            return self.level(now) + cost * interval <= burst;
+        }
+        self.estimate(limit, now) + cost <= self.maxes[limit]
+    }
+
+    /// The first second from `now` at which `cost` fits `limit`, nothing
+    /// else being counted: each second tried in turn.
     fn wait(&self, limit: usize, now: u64, cost: u64) -> Option<u64> {
-        let max = self.maxes[limit];
-        (0..=3 * SHAPES[limit].1).find(|s| self.estimate(limit, now + s) + cost <= max)
+        // Windows empty within two; a bucket within its level.
+        let longest = 3 * SHAPES[limit].1 + self.level(now) / SECOND;
+        (0..=longest).find(|s| self.fits(limit, cost, now + s))
     }
 
-    fn expected(&self, limit: usize, now: u64, cost: u64, count: u64, refused: bool) -> Expected {
+    /// What a usage of `cost` on `limit` says at `now`, as the model stands
+    /// (after the call, when it spent): `refused` for a reservation that
+    /// was not applied.
+    fn expected(&self, limit: usize, now: u64, cost: u64, refused: bool) -> Expected {
         let (_, len, algorithm) = SHAPES[limit];
         let max = self.maxes[limit];
+        if algorithm == Algorithm::Gcra {
+            let (interval, burst) = self.gcra();
+            let level = self.level(now);
+            let over = if refused {
+                !self.fits(limit, cost, now)
+            } else {
+                level > burst
+            };
+            let until_full = level.div_ceil(SECOND).max(1);
+            let retry_after = over.then(|| match self.wait(limit, now, cost) {
+                Some(wait) if cost <= self.burst => wait.max(1),
+                _ => until_full,
+            });
+            let remaining = (burst as i64 - level as i64).div_euclid(interval as i64);
+            return Expected {
+                remaining,
+                over,
+                retry_after,
+            };
+        }
+        let count = self.estimate(limit, now);
         let over = if refused {
             count + cost > max
         } else {
@@ -124,20 +180,38 @@ impl Model {
 
     /// A check at `now`: what each usage should say, and whether it spent.
     fn check(&mut self, mode: Mode, picks: &[(usize, u64)], now: u64) -> (Vec<Expected>, bool) {
-        let fits = picks
-            .iter()
-            .all(|&(l, cost)| self.estimate(l, now) + cost <= self.maxes[l]);
+        let fits = picks.iter().all(|&(l, cost)| self.fits(l, cost, now));
         let spends = mode == Mode::Count || fits;
         if spends {
             for &(l, cost) in picks {
-                *self.counts.entry((l, now / SHAPES[l].1)).or_default() += cost;
+                if l == GCRA {
+                    let (interval, _) = self.gcra();
+                    self.tat = self.tat.max(now * SECOND) + cost * interval;
+                } else {
+                    *self.counts.entry((l, now / SHAPES[l].1)).or_default() += cost;
+                }
             }
         }
         let expected = picks
             .iter()
-            .map(|&(l, cost)| self.expected(l, now, cost, self.estimate(l, now), !spends))
+            .map(|&(l, cost)| self.expected(l, now, cost, !spends))
             .collect();
         (expected, spends)
+    }
+
+    /// `back` units given back at `now` on `limit`, spent in window `index`:
+    /// a window counter only while that window lasts; the GCRA arrival
+    /// time moves back, never before now.
+    fn refund(&mut self, limit: usize, back: u64, index: u64, now: u64) {
+        if limit == GCRA {
+            let (interval, _) = self.gcra();
+            if self.tat > 0 {
+                self.tat = self.tat.saturating_sub(back * interval).max(now * SECOND);
+            }
+        } else if index == now / SHAPES[limit].1 {
+            let counter = self.counts.entry((limit, index)).or_default();
+            *counter -= back.min(*counter);
+        }
     }
 }
 
@@ -160,25 +234,33 @@ struct Spent {
 }
 
 /// Random sequences of counts, reservations, refunds and clock moves on a
-/// fixed window and two sliding ones, mixed in one call: every verdict
+/// fixed window, two sliding ones and a GCRA bucket (its burst drawn too),
+/// mixed in one call: every verdict
 /// (allowed, and per limit remaining, over and the wait) is the model's,
 /// and so is what [`Limiter::remaining`] reads at the end.
 pub async fn windows_match_the_model<H: Harness>(harness: &H) {
     let clock = clock(harness);
     let limiter = limiter(harness.open().await, &clock);
-    let maxes = (1..12u64, 1..12u64, 1..30u64);
-    let result = runner(40).run(&(maxes, steps()), |((a, b, c), steps)| {
+    let maxes = (1..12u64, 1..12u64, 1..30u64, 1..12u64, 0..12u64);
+    let result = runner(40).run(&(maxes, steps()), |((a, b, c, d, burst), steps)| {
         let id = unique();
+        let burst = 1 + burst % d;
         let rules: Vec<Rule> = SHAPES
             .iter()
-            .zip([a, b, c])
+            .zip([a, b, c, d])
             .map(|(&(name, len, algorithm), max)| {
-                rule(name, max, window(len), 1).with_algorithm(algorithm)
+                let rule = rule(name, max, window(len), 1).with_algorithm(algorithm);
+                match algorithm {
+                    Algorithm::Gcra => ok(rule.with_burst(burst), "burst"),
+                    _ => rule,
+                }
             })
             .collect();
         let mut model = Model {
-            maxes: [a, b, c],
+            maxes: [a, b, c, d],
+            burst,
             counts: HashMap::new(),
+            tat: 0,
         };
         let mut spent: Vec<Spent> = Vec::new();
         for step in steps {
@@ -221,11 +303,7 @@ pub async fn windows_match_the_model<H: Harness>(harness: &H) {
                     let cost = earlier.picks[at].1;
                     let back = units.min(cost - earlier.back[at]);
                     earlier.back[at] += back;
-                    let index = earlier.index[at];
-                    if index == now / SHAPES[limit].1 {
-                        let counter = model.counts.entry((limit, index)).or_default();
-                        *counter -= back.min(*counter);
-                    }
+                    model.refund(limit, back, earlier.index[at], now);
                 }
                 Step::Advance(secs) => clock.advance(Duration::from_secs(secs)),
                 Step::Boundary(offset) => {
@@ -241,7 +319,7 @@ pub async fn windows_match_the_model<H: Harness>(harness: &H) {
         let got: Vec<Expected> = usage.iter().map(seen).collect();
         let expected: Vec<Expected> = all
             .iter()
-            .map(|&(l, cost)| model.expected(l, now, cost, model.estimate(l, now), true))
+            .map(|&(l, cost)| model.expected(l, now, cost, true))
             .collect();
         prop_assert_eq!(got, expected, "remaining at {}", now);
         Ok(())
@@ -291,4 +369,37 @@ pub async fn racing_callers_fill_a_sliding_window_exactly<H: Harness>(harness: &
         allowed, room as usize,
         "{CALLERS} racing callers with max {MAX} after {PREVIOUS} in the previous minute, half of it weighed"
     );
+}
+
+/// Callers racing on a quiet GCRA bucket at one instant are admitted
+/// exactly its burst, across two limiters; a second later, exactly one
+/// more (one emission interval).
+pub async fn racing_callers_take_exactly_a_gcra_burst<H: Harness>(harness: &H) {
+    const BURST: u64 = 20;
+    const CALLERS: usize = 80;
+    let clock = clock(harness);
+    let limiters = [
+        limiter(harness.open().await, &clock),
+        limiter(harness.open().await, &clock),
+    ];
+    // 60 a minute: one every second.
+    let bucket = rule("race-gcra", 60, Window::MINUTE, 1).with_algorithm(Algorithm::Gcra);
+    let limit = ok(
+        ok(bucket.with_burst(BURST), "burst").limit(&[unique()]),
+        "limit",
+    );
+    let reserve = move |limit: Limit| {
+        move |limiter: Limiter| {
+            let limit = limit.clone();
+            async move { ok(limiter.reserve(&[limit]).await, "reserve").is_allowed() }
+        }
+    };
+    let allowed = race(&limiters, CALLERS, reserve(limit.clone())).await;
+    assert_eq!(
+        allowed, BURST as usize,
+        "{CALLERS} racing callers, burst {BURST}"
+    );
+    clock.advance(Duration::from_secs(1));
+    let allowed = race(&limiters, CALLERS, reserve(limit)).await;
+    assert_eq!(allowed, 1, "one emission interval later");
 }

@@ -13,6 +13,7 @@ fn counter(key: &str, cost: u64, max: u64) -> Counter {
         ttl: Duration::from_secs(3_600),
         cost,
         max,
+        floor: 0,
     }
 }
 

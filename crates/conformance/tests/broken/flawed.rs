@@ -38,6 +38,9 @@ pub(crate) enum Flaw {
     /// Reads every counter as 0: a sliding window never sees its previous
     /// window.
     GetReadsZero,
+    /// Ignores a counter's floor: a GCRA arrival time in the past is not
+    /// raised to now.
+    FloorIgnored,
     /// A refused reservation still adds the costs that fit.
     ReservePartial,
     /// A reservation adds every cost, whatever the max.
@@ -99,6 +102,7 @@ impl Flawed {
                     Flaw::TtlSixty => c.ttl = Duration::from_secs(60),
                     Flaw::TtlDoubled => c.ttl *= 2,
                     Flaw::TtlHalved => c.ttl /= 2,
+                    Flaw::FloorIgnored => c.floor = 0,
                     Flaw::MergesWindows => c.key = merged(&c.key),
                     _ => {}
                 }
@@ -121,8 +125,17 @@ impl Flawed {
     ) -> Result<(), StoreError> {
         self.inner.delete(&counter.key, deadline).await?;
         if count > 0 {
+            // Written afresh as it stands: no floor to raise it, and a
+            // floored counter's lifetime past the time it holds.
+            let ttl = if counter.floor > 0 {
+                counter.lifetime_at(count)
+            } else {
+                counter.ttl
+            };
             let again = Counter {
                 cost: count,
+                floor: 0,
+                ttl,
                 ..counter.clone()
             };
             self.inner.count(&[again], CheckId::new(), deadline).await?;

@@ -37,6 +37,7 @@ picks!(
     TtlDoubled,
     TtlHalved,
     GetReadsZero,
+    FloorIgnored,
     ReservePartial,
     ReserveIgnoresMax,
     MergesWindows,
@@ -194,6 +195,13 @@ caught! {
     reserve_ignores_max_fails_model: Clocked<ReserveIgnoresMax> => windows_match_the_model;
     reserve_ignores_max_fails_racing_sliding: Clocked<ReserveIgnoresMax> => racing_callers_fill_a_sliding_window_exactly;
     reserve_partial_fails_model: Clocked<ReservePartial> => windows_match_the_model;
+    floor_ignored_fails_floors: Clocked<FloorIgnored> => a_floor_raises_the_count_before_the_cost;
+    floor_ignored_fails_model: Clocked<FloorIgnored> => windows_match_the_model;
+    floor_ignored_fails_racing_gcra: Clocked<FloorIgnored> => racing_callers_take_exactly_a_gcra_burst;
+    reserve_ignores_max_fails_racing_gcra: Clocked<ReserveIgnoresMax> => racing_callers_take_exactly_a_gcra_burst;
+    ttl_halved_fails_floored_lifetime: Clocked<TtlHalved> => a_floored_counter_lives_its_ttl_from_every_write;
+    ttl_halved_fails_shaped_lifetimes: Clocked<TtlHalved> => sliding_and_gcra_counters_live_as_long_as_they_count;
+    ttl_sixty_fails_shaped_lifetimes: Clocked<TtlSixty> => sliding_and_gcra_counters_live_as_long_as_they_count;
 }
 
 /// Renewing a counter's lifetime on every increment is allowed.

@@ -17,8 +17,9 @@
 //! entries at once.
 //!
 //! A sliding window's count falls every second as its previous window
-//! weighs less, so the cache neither notes nor answers checks of sliding
-//! limits: the store answers them.
+//! weighs less, and a GCRA bucket drains continuously, so the cache
+//! neither notes nor answers checks of sliding or GCRA limits: the store
+//! answers them.
 
 mod table;
 
@@ -110,9 +111,9 @@ impl LocalCache {
         let mut counts = Vec::new();
         let mut full = false;
         for limit in limits {
-            // A sliding window's count falls as the previous window's
-            // weight does: only the store answers it.
-            if limit.rule().algorithm() == Algorithm::Sliding {
+            // A sliding window's or a GCRA bucket's count falls with
+            // time: only the store answers it.
+            if limit.rule().algorithm() != Algorithm::Fixed {
                 return None;
             }
             let seen = inner.get(limit.stored(), limit.rule().window().index(secs))?;
@@ -149,7 +150,7 @@ impl LocalCache {
         }
         let mut grew = false;
         for usage in usage {
-            if usage.algorithm() == Algorithm::Sliding {
+            if usage.algorithm() != Algorithm::Fixed {
                 continue;
             }
             let (stored, index) = (usage.stored(), usage.index());

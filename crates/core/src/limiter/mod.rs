@@ -6,6 +6,7 @@ mod previous;
 mod settle;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::cache::LocalCache;
 use crate::failure::{Failures, Names};
@@ -202,7 +203,7 @@ impl Limiter {
         let reply = self
             .attempts
             .run(op, |deadline| {
-                self.attempt(limits, &plan, mode, id, deadline)
+                self.attempt(limits, &plan, mode, id, at, deadline)
             })
             .await;
         let reply = reply.map(|(previous, counters, reply)| {
@@ -211,7 +212,7 @@ impl Limiter {
         });
         let applied = reply.as_ref().is_ok_and(|(_, _, r)| r.applied);
         let usage = reply.and_then(|(previous, counters, reply)| {
-            reply::usage(limits, counters, mode, reply, &previous, now)
+            reply::usage(limits, counters, mode, reply, &previous, at)
         });
         match usage {
             Ok(usage) => {
@@ -250,17 +251,18 @@ impl Limiter {
         plan: &Plan,
         mode: Mode,
         id: CheckId,
+        at: Duration,
         deadline: crate::Deadline,
     ) -> Result<(Vec<u64>, Vec<Counter>, Reservation), StoreError> {
         let previous = plan.read(&*self.store, deadline).await?;
-        let now = plan.now;
+        let now = at.as_secs();
         let counters: Vec<Counter> = if previous.is_empty() {
-            limits.iter().map(|l| l.counter(now)).collect()
+            limits.iter().map(|l| l.counter_at(at, 0)).collect()
         } else {
             limits
                 .iter()
                 .zip(&previous)
-                .map(|(l, &p)| l.counter_after(now, algorithm::weighted(l.rule().window(), now, p)))
+                .map(|(l, &p)| l.counter_at(at, algorithm::weighted(l.rule().window(), now, p)))
                 .collect()
         };
         let reply = match mode {
@@ -297,11 +299,9 @@ impl Limiter {
     /// is over when a call of the limit's cost now would be refused.
     /// Fail-closed.
     pub async fn remaining(&self, limits: &[Limit]) -> Result<Vec<Usage>, Error> {
-        let now = self.clock.now().as_secs();
-        let mut keys: Vec<String> = limits
-            .iter()
-            .map(|l| l.counter_key(l.rule().window().index(now)))
-            .collect();
+        let at = self.clock.now();
+        let now = at.as_secs();
+        let mut keys: Vec<String> = limits.iter().map(|l| l.current_key(now)).collect();
         // Each sliding limit's previous counter after them, in order.
         let previous: Vec<Option<u64>> = limits
             .iter()
@@ -319,6 +319,11 @@ impl Limiter {
             .await;
         let counts = counts
             .and_then(|c| reply::same_len(keys.len(), c))
+            .and_then(|c| {
+                c.iter()
+                    .try_for_each(|&n| reply::not_past_max_count(n))
+                    .map(|()| c)
+            })
             .map_err(Error::Unavailable)?;
         let mut earlier = counts[limits.len()..].iter().copied();
         Ok(limits
@@ -329,25 +334,31 @@ impl Limiter {
             .map(|(((limit, key), count), index)| {
                 let previous = index.and_then(|_| earlier.next()).unwrap_or(0);
                 // As a reservation of the limit's cost would be refused.
-                reply::seen(limit, key, previous, count, now, true)
+                reply::seen(limit, key, previous, count, at, true)
             })
             .collect())
     }
 
     /// Clears one limit's counter for the current window (an operator action);
     /// whether there was one. A sliding window's previous counter is
-    /// cleared too (first), so that the caller starts afresh. Fail-closed.
+    /// cleared too (first: whether either was there), so that the caller
+    /// starts afresh; a GCRA limit's one counter is its whole state.
+    /// Fail-closed. (A check of this limiter in flight may still keep the
+    /// previous count it read before; it then refuses what that count
+    /// weighs until the window ends, never admitting more.)
     pub async fn reset(&self, limit: &Limit) -> Result<bool, Error> {
         let now = self.clock.now().as_secs();
         let index = limit.rule().window().index(now);
-        let key = limit.counter_key(index);
+        let key = limit.current_key(now);
         if let Some(cache) = &self.cache {
             cache.forget([(limit.stored(), index)]);
         }
+        let mut earlier_existed = false;
         if let Some(earlier) = previous::previous_index(limit, now) {
             let key = limit.counter_key(earlier);
             self.previous.forget(limit, earlier);
-            self.attempts
+            earlier_existed = self
+                .attempts
                 .run(Op::Delete, |deadline| (*self.store).delete(&key, deadline))
                 .await
                 .map_err(Error::Unavailable)?;
@@ -361,6 +372,6 @@ impl Limiter {
         if let Some(cache) = &self.cache {
             cache.forget([(limit.stored(), index)]);
         }
-        deleted
+        deleted.map(|current| current || earlier_existed)
     }
 }

@@ -3,15 +3,16 @@
 //!
 //! A window's counter stops growing when the window ends, but not at once:
 //! a check that began before the end (on this machine's clock or another's)
-//! may still be applied, or retried, until its deadline. So a count read
-//! within [`Previous::settle`] of the window's end is used for that check
-//! and not kept; one read later is kept until the table's capacity evicts
+//! may still be applied, or retried, until its deadline (a store applies
+//! nothing past it). So a count read within the settle time of the
+//! window's end ([`SETTLE`] or the check budget, and a second) is used for
+//! that check and not kept; one read later is kept until the table's capacity evicts
 //! it. A refund never lowers it: refunds skip a window that has ended; a
 //! reset through this limiter forgets it (one through another instance is
 //! not seen here: this instance refuses what the cleared count weighed
 //! until the window ends, never admitting more than it should).
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use crate::cache::Table;
@@ -25,18 +26,28 @@ pub(super) struct Previous {
     settle: Duration,
 }
 
-/// How many previous counts a limiter keeps: 10,000 (about 1 MB at most).
-const CAPACITY: usize = 10_000;
+/// How many previous counts a limiter keeps: 40,000 (10,000 callers of
+/// four sliding limits; their keys' `limit:<key>:` parts, tens of MB at
+/// most with the longest keys, a few MB with ordinary ones).
+const CAPACITY: usize = 40_000;
+
+/// The least time after a window's end before its count is kept: 5
+/// seconds, more than any check's budget under the default retry policy
+/// (350 ms) by far. A writer whose checks (or retries) run longer than
+/// this could still add to a count this limiter kept; this limiter would
+/// then admit up to what those late units weigh, until the window ends.
+const SETTLE: Duration = Duration::from_secs(5);
 
 impl Previous {
     /// A table that keeps a count read at least `settle` after its
-    /// window ended (the check budget, plus a second for clocks that
-    /// disagree across machines).
+    /// window ended: this limiter's check budget or [`SETTLE`], whichever
+    /// is longer (another process may retry for longer than this one),
+    /// plus a second for clocks that disagree across machines.
     pub(super) fn new(budget: Duration) -> Previous {
         Previous {
             table: Mutex::new(Table::default()),
             capacity: CAPACITY,
-            settle: budget.saturating_add(Duration::from_secs(1)),
+            settle: budget.max(SETTLE).saturating_add(Duration::from_secs(1)),
         }
     }
 
@@ -86,13 +97,13 @@ impl Previous {
 /// store call, with the check's attempt).
 #[derive(Debug)]
 pub(super) struct Plan {
-    /// The check's time, in whole seconds.
-    pub(super) now: u64,
     /// Per limit its previous count when known (0 for a fixed limit);
     /// empty when the check has no sliding limit.
     known: Vec<Option<u64>>,
     /// The counter keys of the previous counts to read, in limit order.
     keys: Vec<String>,
+    /// What the first attempt that read them found (per limit).
+    read: OnceLock<Vec<u64>>,
 }
 
 impl Plan {
@@ -103,9 +114,9 @@ impl Plan {
             .any(|l| l.rule().algorithm() == Algorithm::Sliding);
         if !sliding {
             return Plan {
-                now: now_secs,
                 known: Vec::new(),
                 keys: Vec::new(),
+                read: OnceLock::new(),
             };
         }
         let known = previous.known(limits, now_secs);
@@ -118,15 +129,17 @@ impl Plan {
             })
             .collect();
         Plan {
-            now: now_secs,
             known,
             keys,
+            read: OnceLock::new(),
         }
     }
 
     /// Per limit its previous window's count (empty for a check without a
     /// sliding limit): the kept ones, and the others read from `store` in
-    /// one call.
+    /// one call, by the check's first attempt that reads them. A retry
+    /// reuses them: the store answers a retry of an applied call with what
+    /// it applied, against the maxes these counts set.
     pub(super) async fn read(
         &self,
         store: &dyn CounterStore,
@@ -135,6 +148,18 @@ impl Plan {
         if self.known.is_empty() {
             return Ok(Vec::new());
         }
+        if let Some(counts) = self.read.get() {
+            return Ok(counts.clone());
+        }
+        let counts = self.read_once(store, deadline).await?;
+        Ok(self.read.get_or_init(|| counts).clone())
+    }
+
+    async fn read_once(
+        &self,
+        store: &dyn CounterStore,
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
         let read = if self.keys.is_empty() {
             Vec::new()
         } else {
@@ -170,8 +195,8 @@ impl Plan {
 pub(super) fn previous_index(limit: &Limit, now_secs: u64) -> Option<u64> {
     let rule = limit.rule();
     match rule.algorithm() {
-        Algorithm::Fixed => None,
         Algorithm::Sliding => rule.window().index(now_secs).checked_sub(1),
+        _ => None,
     }
 }
 
@@ -190,13 +215,13 @@ mod tests {
     fn keeps_only_counts_read_once_the_window_has_settled() {
         let previous = Previous::new(Duration::from_millis(350));
         let sliding = [limit(Algorithm::Sliding)];
-        // 60 s into window 1: window 0 ended 0.5 s ago, not settled yet.
-        let early = Duration::from_millis(60_500);
+        // 65 s into window 1: window 0 ended 5.9 s ago, not settled yet.
+        let early = Duration::from_millis(65_900);
         previous.keep(&sliding[0], early, 3);
-        assert_eq!(previous.known(&sliding, 60), vec![None]);
-        let later = Duration::from_millis(61_400);
+        assert_eq!(previous.known(&sliding, 65), vec![None]);
+        let later = Duration::from_millis(66_000);
         previous.keep(&sliding[0], later, 4);
-        assert_eq!(previous.known(&sliding, 61), vec![Some(4)]);
+        assert_eq!(previous.known(&sliding, 66), vec![Some(4)]);
         assert_eq!(previous.known(&sliding, 120), vec![None], "window 1 is new");
         assert_eq!(
             previous.known(&[limit(Algorithm::Fixed)], 61),

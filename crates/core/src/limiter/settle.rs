@@ -3,13 +3,15 @@
 
 use crate::observe::Op;
 use crate::store::MAX_COUNT;
-use crate::{CheckId, Counter, Error, Limiter, Usage, Verdict, key, reply};
+use crate::{Algorithm, CheckId, Counter, Error, Limiter, Usage, Verdict, gcra, key, reply};
 
 impl Limiter {
     /// Gives back up to `units` of what `spent` spent on each limit of rule
     /// `rule`, in one store call: never more than the check's cost on that
     /// limit, never below zero, and nothing on a limit whose window has
-    /// rolled over since (the new window's counter is not touched). A
+    /// rolled over since (the new window's counter is not touched). A GCRA
+    /// limit's arrival time moves back by the units' intervals, never
+    /// before now. A
     /// verdict that spent nothing (a refused reservation, a degraded check)
     /// gives nothing back, and a verdict (with its clones) never gives back
     /// more than it spent, however often it is refunded or settled.
@@ -79,7 +81,8 @@ impl Limiter {
         if usages.is_empty() {
             return Err(Error::NotSpent(rule.to_owned()));
         }
-        let now = self.clock.now().as_secs();
+        let at = self.clock.now();
+        let now = at.as_secs();
         let mut refunds = Vec::new();
         // The refunded counters by their parts, for the local cache.
         let mut refunded = Vec::new();
@@ -87,11 +90,25 @@ impl Limiter {
         for (i, usage) in usages {
             let window = usage.window();
             let (back, more) = split(i, usage.cost());
+            if usage.algorithm() == Algorithm::Gcra {
+                // One counter, no window to roll over: its arrival time
+                // moves back (never before now) or on.
+                let counter =
+                    |units| gcra::counter(usage.rule(), usage.counter_key().to_owned(), units, at);
+                if back > 0 {
+                    refunds.push(counter(back));
+                }
+                if more > 0 {
+                    excess.push(counter(more));
+                }
+                continue;
+            }
             let counter = |key: String, cost: u64| Counter {
                 key,
                 ttl: usage.rule().counter_ttl(),
                 cost: cost.min(MAX_COUNT),
                 max: usage.max(),
+                floor: 0,
             };
             let current = window.index(now);
             if back > 0 && usage.index() == current {

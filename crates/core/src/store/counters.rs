@@ -15,7 +15,12 @@ use crate::{CheckId, Deadline, Named, Store, StoreError};
 pub const MAX_COUNT: u64 = 1 << 53;
 
 /// One counter of a batch: its stored key, its lifetime, what the call
-/// spends on it and the most a reservation may bring it to.
+/// spends on it, the most a reservation may bring it to, and the least it
+/// is taken to hold.
+///
+/// A window's counter has a floor of 0. A GCRA limit's counter holds a
+/// time (its theoretical arrival time, in µs since the epoch), and its
+/// floor is the check's time: a time in the past counts as now.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Counter {
     /// The stored key, e.g. `limit:ask:docs:203.0.113.9:20421`.
@@ -27,30 +32,52 @@ pub struct Counter {
     pub cost: u64,
     /// The ceiling checked by [`CounterStore::reserve`]; ignored otherwise.
     pub max: u64,
+    /// The least count the counter is taken to hold (0: none): a count
+    /// below it (an absent counter included) counts as `floor` before the
+    /// cost is added or given back. A counter with a floor holds a time in
+    /// µs, and a count or reservation of it gives it a lifetime afresh
+    /// ([`Counter::lifetime_at`]).
+    pub floor: u64,
 }
 
 impl Counter {
-    /// The count after adding this counter's cost to `count`, saturating at
-    /// [`MAX_COUNT`]: what [`CounterStore::count`] stores.
+    /// The count after adding this counter's cost to `count` (raised to
+    /// the floor first), saturating at [`MAX_COUNT`]: what
+    /// [`CounterStore::count`] stores.
     #[inline]
     pub fn added_to(&self, count: u64) -> u64 {
-        count.saturating_add(self.cost).min(MAX_COUNT)
+        count
+            .max(self.floor)
+            .saturating_add(self.cost)
+            .min(MAX_COUNT)
     }
 
-    /// Whether this counter's cost fits on top of `count` within its `max`:
-    /// the condition [`CounterStore::reserve`] applies to every counter.
+    /// Whether this counter's cost fits on top of `count` (raised to the
+    /// floor first) within its `max`: the condition
+    /// [`CounterStore::reserve`] applies to every counter.
     #[inline]
     pub fn fits(&self, count: u64) -> bool {
         count
+            .max(self.floor)
             .checked_add(self.cost)
             .is_some_and(|total| total <= self.max)
     }
 
+    /// The lifetime a count or reservation that leaves the counter at
+    /// `count` gives a counter with a floor: `ttl` past the time it holds,
+    /// that is `ttl` plus `count − floor` µs (rounded up to whole ms) from
+    /// now. (A counter without a floor gets `ttl` when created.)
+    #[inline]
+    pub fn lifetime_at(&self, count: u64) -> Duration {
+        let ahead = count.saturating_sub(self.floor).div_ceil(1_000);
+        self.ttl.saturating_add(Duration::from_millis(ahead))
+    }
+
     /// The count after giving this counter's cost back from `count`,
-    /// never below zero: what [`CounterStore::refund`] stores.
+    /// never below zero nor the floor: what [`CounterStore::refund`] stores.
     #[inline]
     pub fn refunded_from(&self, count: u64) -> u64 {
-        count.saturating_sub(self.cost)
+        count.saturating_sub(self.cost).max(self.floor)
     }
 }
 
@@ -97,7 +124,14 @@ pub struct Reservation {
 /// - A counter that exists always has a lifetime: it lives at least until
 ///   `ttl` after its first increment in its window (the core gives a `ttl`
 ///   of one window, so a counter never expires before its window ends), and
-///   never more than `ttl` after its latest increment.
+///   never more than `ttl` after its latest increment. A count or
+///   reservation of a counter with a [`floor`](Counter::floor) gives it
+///   [`Counter::lifetime_at`] its new count from then (ms precision),
+///   whether it existed or not.
+/// - A [`floor`](Counter::floor) raises a count before the cost is added,
+///   checked or given back ([`Counter::added_to`], [`Counter::fits`],
+///   [`Counter::refunded_from`]); an absent counter reads 0 and is raised
+///   alike, except that a refund leaves an absent counter absent.
 /// - [`reserve`](CounterStore::reserve) is atomic across the whole batch:
 ///   it adds every cost or none, exactly when every counter
 ///   [`fits`](Counter::fits).
@@ -211,6 +245,7 @@ mod tests {
             ttl: Duration::from_secs(1),
             cost,
             max,
+            floor: 0,
         }
     }
 
@@ -274,6 +309,23 @@ mod tests {
         assert!(counter(10, 10).fits(0));
         assert!(!counter(11, 10).fits(0), "a cost above max never fits");
         assert!(!counter(u64::MAX, u64::MAX).fits(1), "no wrap");
+    }
+
+    #[test]
+    fn a_floor_raises_the_count_first() {
+        let at = |floor| Counter {
+            floor,
+            ..counter(3, 110)
+        };
+        assert_eq!(at(100).added_to(5), 103, "raised to the floor");
+        assert_eq!(at(100).added_to(105), 108, "above it, as it is");
+        assert!(at(100).fits(0) && at(100).fits(107) && !at(100).fits(108));
+        assert!(!at(108).fits(0), "108 + 3 > 110");
+        assert_eq!(at(100).refunded_from(102), 100, "never below the floor");
+        assert_eq!(at(100).refunded_from(200), 197);
+        assert_eq!(at(MAX_COUNT).added_to(0), MAX_COUNT, "saturates");
+        assert_eq!(at(100).lifetime_at(2_100), Duration::from_millis(1_002));
+        assert_eq!(at(100).lifetime_at(2_101), Duration::from_millis(1_003));
     }
 
     #[test]

@@ -63,6 +63,7 @@ impl<S> Prefixed<S> {
                 ttl: counter.ttl,
                 cost: counter.cost,
                 max: counter.max,
+                floor: counter.floor,
             })
             .collect()
     }

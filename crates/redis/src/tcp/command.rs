@@ -145,6 +145,7 @@ mod tests {
             ttl: std::time::Duration::from_secs(1),
             cost: 42,
             max: 50,
+            floor: 0,
         }];
         let record = crate::record::Record {
             key: "r".into(),

@@ -116,6 +116,7 @@ pub fn counter(name: &str, cost: u64, max: u64) -> Counter {
         ttl: Duration::from_secs(60),
         cost,
         max,
+        floor: 0,
     }
 }
 

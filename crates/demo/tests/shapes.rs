@@ -1,7 +1,9 @@
-//! The demo with `ask` as a sliding window, over real HTTP on loopback and
-//! a private redis-server: a caller who spent a whole window's budget at
-//! its end gets almost nothing at the start of the next, where a fixed
-//! window gives a whole budget again.
+//! The demo with its ask rules in other shapes, over real HTTP on loopback
+//! and a private redis-server: with `ask` as a sliding window, a caller who
+//! spent a whole window's budget at its end gets almost nothing at the
+//! start of the next, where a fixed window gives a whole budget again; with
+//! `ask-burst` as GCRA, a quiet caller gets its burst at once and then one
+//! ask per emission interval, told how long to wait.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
@@ -16,18 +18,21 @@ use tollgate::{Clock, DEFAULT_RULES_TOML, Limiter, ManualClock, RuleSet, SystemC
 use tollgate_demo::{Options, app, serve};
 use tollgate_test_support::redis_server::RedisServer;
 
+/// The shipped rules with the table that starts `shipped` replaced.
+fn replaced(shipped: &str, by: &str) -> RuleSet {
+    assert!(
+        DEFAULT_RULES_TOML.contains(shipped),
+        "the shipped rule changed"
+    );
+    RuleSet::from_toml(&DEFAULT_RULES_TOML.replace(shipped, by)).unwrap()
+}
+
 /// The shipped rules with `ask` as `algorithm`, 10 asks per 10 s.
 fn rules(algorithm: &str) -> RuleSet {
-    let ask = "[ask]\nmax = 15\nwindow = \"1d\"\n";
-    assert!(
-        DEFAULT_RULES_TOML.contains(ask),
-        "the shipped `ask` rule changed"
-    );
-    let text = DEFAULT_RULES_TOML.replace(
-        ask,
+    replaced(
+        "[ask]\nmax = 15\nwindow = \"1d\"\n",
         &format!("[ask]\nmax = 10\nwindow = \"10s\"\nalgorithm = \"{algorithm}\"\n"),
-    );
-    RuleSet::from_toml(&text).unwrap()
+    )
 }
 
 /// The demo on `url` under `rules`, on `clock`; its base URL and a sender
@@ -113,4 +118,35 @@ async fn a_fixed_ask_admits_a_whole_budget_again_in_the_next_window() {
     let (admitted, limited) = burst_across_a_boundary("fixed").await;
     assert_eq!(admitted, 10, "fixed: a new window");
     assert!(limited.is_none());
+}
+
+/// `ask-burst` as GCRA: 20 a minute (one every 3 s), 5 at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gcra_ask_burst_admits_its_burst_then_one_every_interval() {
+    let shipped = "[ask-burst]\nmax = 20\nwindow = \"1m\"\n";
+    let gcra = "[ask-burst]\nmax = 20\nwindow = \"1m\"\nalgorithm = \"gcra\"\nburst = 5\n";
+    let rules = replaced(shipped, gcra);
+    let redis = RedisServer::start();
+    let now = SystemClock.now().as_secs();
+    let clock = ManualClock::new(Duration::from_secs(now));
+    let (base, stop) = start(&redis.url(), &rules, &clock).await;
+    let client = Client::new();
+    let ip = "203.0.113.7";
+    let (ok, limited) = asks(&client, &base, ip, 6).await;
+    assert_eq!(ok, 5, "a quiet visitor's burst");
+    let (wait, body) = limited.expect("the sixth ask at once");
+    assert_eq!(wait, 3, "one ask every 3 s");
+    assert_eq!(
+        (&body["limit"], &body["algorithm"]),
+        (&"ask-burst".into(), &"gcra".into())
+    );
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(2));
+        let (ok, limited) = asks(&client, &base, ip, 1).await;
+        assert_eq!((ok, limited.map(|(wait, _)| wait)), (0, Some(1)), "2 s on");
+        clock.advance(Duration::from_secs(1));
+        let (ok, limited) = asks(&client, &base, ip, 2).await;
+        assert_eq!((ok, limited.map(|(wait, _)| wait)), (1, Some(3)), "3 s on");
+    }
+    let _ = stop.send(());
 }
