@@ -15,7 +15,7 @@
 //! window of `w` seconds; `r` is the quota available now and `t` the
 //! effective window, the seconds within which the client should spend no
 //! more than `r` (a client that does is never refused for it). Each shape of
-//! [`Algorithm`](tollgate_core::Algorithm) says so truthfully (`T` is a
+//! [`Algorithm`] says so truthfully (`T` is a
 //! GCRA rule's emission interval, `⌈window / max⌉`: one unit comes back
 //! every `T`; `b` its burst):
 //!

@@ -147,7 +147,7 @@ impl Rule {
     ///
     /// # Errors
     ///
-    /// [`Error::Rule`] unless `burst` is in `1..=max`.
+    /// [`Error::InvalidRule`] unless `burst` is in `1..=max`.
     pub fn with_burst(mut self, burst: u64) -> Result<Rule, Error> {
         if burst == 0 || burst > self.max() {
             return Err(Error::rule(
