@@ -104,7 +104,11 @@ async fn a_retry_reuses_the_previous_counts_its_first_attempt_read() {
         .await
         .unwrap();
     let got = limiter
-        .check(std::slice::from_ref(&limit), Mode::Reserve, Policy::FailClosed)
+        .check(
+            std::slice::from_ref(&limit),
+            Mode::Reserve,
+            Policy::FailClosed,
+        )
         .await;
     let verdict =
         got.unwrap_or_else(|e| panic!("a lost answer + a late write to the previous window: {e}"));
