@@ -16,9 +16,10 @@ pub(crate) struct Args {
     /// Limits counted per check.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub(crate) limits: u16,
-    /// Distinct principals, picked uniformly.
-    #[arg(long, default_value_t = 10_000)]
-    pub(crate) keys: u64,
+    /// Distinct principals, picked uniformly [default: 10000, or 300 with
+    /// --accuracy].
+    #[arg(long)]
+    pub(crate) keys: Option<u64>,
     /// Send 90% of the checks to one principal (a hot key).
     #[arg(long)]
     pub(crate) hot: bool,
@@ -58,6 +59,22 @@ pub(crate) struct Args {
     /// concurrency into this SVG file.
     #[arg(long)]
     pub(crate) chart: Option<std::path::PathBuf>,
+    /// Fixed windows against sliding windows and GCRA (bursts of 10 and
+    /// 100) instead of the load comparison: how much each admits in any
+    /// span of its window, for adversarial and uniform schedules replayed
+    /// in simulated time on the store; then each shape's checks/s at 1 and
+    /// 4 limits (reserve), rounds alternating.
+    #[arg(long, conflicts_with_all = ["attack", "chart", "limits", "mode"])]
+    pub(crate) accuracy: bool,
+}
+
+impl Args {
+    /// Distinct principals: `--keys`, or 10,000 (300 with `--accuracy`, a
+    /// key set whose sliding limits' previous counts a limiter keeps).
+    pub(crate) fn keys(&self) -> u64 {
+        let default = if self.accuracy { 300 } else { 10_000 };
+        self.keys.unwrap_or(default)
+    }
 }
 
 /// A share between 0 and 1.

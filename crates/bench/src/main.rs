@@ -1,13 +1,19 @@
 //! `tollgate-bench`: closed-loop load against a tollgate store and, for
 //! Redis, against the raw ceiling (the same scripts without tollgate) and
 //! the seed (the cheapest hand-written calls) of the same work in the same run.
+//! With `--accuracy`, fixed windows against sliding windows and GCRA
+//! instead: how much each admits in any span of its window, and what each
+//! costs.
 
+mod accuracy;
 mod args;
+mod calls;
 mod chart;
 mod load;
 mod report;
 mod seed;
 mod server;
+mod shapes;
 mod sides;
 
 use std::error::Error;
@@ -47,9 +53,12 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn Error>> {
+    if args.accuracy {
+        return sliding(&args).await;
+    }
     let work = workload(&args, args.limits);
     let keys = Keys {
-        count: args.keys,
+        count: args.keys(),
         hot: args.hot,
     };
     let tollgate = tollgate_side(&args, work.clone())?;
@@ -102,6 +111,63 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
         sweep(&args, path, keys, duration).await?;
     }
     Ok(())
+}
+
+/// `--accuracy`: fixed windows against sliding windows and GCRA on one
+/// store, how much each admits (in simulated time), then what each costs
+/// (checks/s).
+async fn sliding(args: &Args) -> Result<(), Box<dyn Error>> {
+    let store = tollgate::open_store(&args.store)?;
+    let accuracy = accuracy::measure(&store).await?;
+    if !args.json {
+        println!("store: {}\n\n{}", scheme(&args.store), accuracy.table());
+    }
+    let plan = shapes::Plan {
+        concurrency: args.concurrency,
+        duration: Duration::from_secs_f64(args.duration.max(0.0)),
+        warmup: Duration::from_secs_f64(args.warmup.max(0.0)),
+        rounds: args.rounds,
+        keys: Keys {
+            count: args.keys(),
+            hot: args.hot,
+        },
+        cost: args.cost,
+    };
+    let server = if scheme(&args.store).starts_with("redis") {
+        server::Process::find(&args.store).await
+    } else {
+        None
+    };
+    let throughput = shapes::measure(&store, &plan, server.as_ref()).await;
+    if args.json {
+        let report = serde_json::json!({
+            "store": scheme(&args.store),
+            "setup": sliding_setup(args).await,
+            "accuracy": accuracy,
+            "throughput": throughput,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", throughput.table());
+    }
+    Ok(())
+}
+
+/// The setup of an `--accuracy` run's checks/s.
+async fn sliding_setup(args: &Args) -> serde_json::Value {
+    let redis = scheme(&args.store).starts_with("redis");
+    serde_json::json!({
+        "concurrency": args.concurrency,
+        "keys": args.keys(),
+        "hot": args.hot,
+        "mode": Mode::Reserve,
+        "cost": args.cost,
+        "duration_s": args.duration,
+        "warmup_s": args.warmup,
+        "rounds": args.rounds,
+        "runtime": args.runtime,
+        "redis_version": if redis { server::info(&args.store, "redis_version").await } else { None },
+    })
 }
 
 /// How every measured round runs.
@@ -183,7 +249,7 @@ async fn setup(args: &Args, raw: bool, seed: bool) -> serde_json::Value {
     serde_json::json!({
         "concurrency": args.concurrency,
         "limits": args.limits,
-        "keys": args.keys,
+        "keys": args.keys(),
         "hot": args.hot,
         "mode": if args.attack.is_some() { Mode::Reserve } else { args.mode },
         "cost": args.cost,

@@ -101,7 +101,8 @@ pub(crate) struct Spread {
 }
 
 impl Spread {
-    fn of(values: Vec<f64>) -> Option<Spread> {
+    /// The median and range of `values`; none of none.
+    pub(crate) fn of(values: Vec<f64>) -> Option<Spread> {
         let min = values.iter().copied().reduce(f64::min)?;
         let max = values.iter().copied().reduce(f64::max)?;
         Some(Spread {
@@ -112,7 +113,8 @@ impl Spread {
     }
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
+/// The median of `values`; none of none.
+pub(crate) fn median(mut values: Vec<f64>) -> Option<f64> {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     match n {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tollgate::redis::scripts;
-use tollgate::{CheckId, Deadline, Limit, Limiter, Rule, Window};
+use tollgate::{Algorithm, CheckId, Deadline, Limit, Limiter, Rule, Window};
 
 use crate::args::Mode;
 use crate::load::{Outcome, Side};
@@ -18,11 +18,24 @@ pub(crate) const MAX: u64 = 1_000_000_000_000;
 /// The rules of a check: `bench-0` … `bench-{n-1}`, keyed by a principal,
 /// windows of a minute, an hour and a day in turn.
 pub(crate) fn rules(limits: u16) -> Vec<Rule> {
+    shaped_rules("bench", limits, Algorithm::Fixed)
+}
+
+/// [`rules`] named `{name}-0` … `{name}-{n-1}` and counted as `algorithm`.
+/// A GCRA rule's burst is its max: one unit every µs (`⌈W / MAX⌉`), a
+/// bucket of `MAX` µs (11.6 days) that a run never fills, as it never fills
+/// a window's counter.
+pub(crate) fn shaped_rules(name: &str, limits: u16, algorithm: Algorithm) -> Vec<Rule> {
     let windows = [Window::MINUTE, Window::HOUR, Window::DAY];
     (0..usize::from(limits))
         .filter_map(|i| {
-            Rule::new(&format!("bench-{i}"), MAX, windows[i % windows.len()])
+            Rule::new(&format!("{name}-{i}"), MAX, windows[i % windows.len()])
                 .and_then(|r| r.with_key(&["principal"]))
+                .map(|r| r.with_algorithm(algorithm))
+                .and_then(|r| match algorithm {
+                    Algorithm::Gcra => r.with_burst(MAX),
+                    _ => Ok(r),
+                })
                 .ok()
         })
         .collect()
