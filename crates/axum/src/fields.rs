@@ -21,7 +21,7 @@
 //!
 //! | | fixed | sliding | gcra |
 //! |---|---|---|---|
-//! | `RateLimit-Policy` `q`, `w` | `max` units in each window of `w` seconds | `max` units in any `w` seconds (the window's length): the same item | `q` = `b`, the most units spent at once; `w` = `b·T` rounded up to whole seconds, the time an emptied bucket takes to fill up again. `q / w` is the rule's rate (`max` per window) |
+//! | `RateLimit-Policy` `q`, `w` | `max` units in each window of `w` seconds | `max` units in any `w` seconds (the window's length): the same item | `q` = `b`, the most units spent at once; `w` = `b·T` rounded up to whole seconds, the time an emptied bucket takes to fill up again. `q / w` is the rule's rate (`max` per window) or, where `b·T` is not whole seconds, below it |
 //! | `RateLimit` `r` | `max − count` | `max −` the estimate (the previous window's count, weighted by the part of it still inside the last `w` seconds, plus the current one's) | the units one call may spend now: `b` less what has not come back yet |
 //! | `RateLimit` `t`, limit over | until the window resets | the exact wait until the call's cost fits again, as `Retry-After` says (not the window's end) | the exact wait until the call's cost fits again, as `Retry-After` says |
 //! | `RateLimit` `t`, limit not over | until the window resets | until the current window ends, by when the previous window's weight has all come back (quota comes back gradually before then) | until the bucket is full again (quota comes back one unit every `T` before then) |
@@ -333,7 +333,8 @@ mod tests {
         );
         let verdict = check(&limiter, &[&fast_burst], Mode::Reserve).await;
         assert_eq!(text(policy(verdict.usage())), r#""fast";q=10;w=1"#);
-        // A count goes past the burst; `r` never shows the debt.
+        // A count with a GCRA limit is a reservation: refused, never in
+        // debt, and `r` reads 0.
         let mut verdict = check(&limiter, &[&one], Mode::Count).await;
         for _ in 0..2 {
             verdict = check(&limiter, &[&one], Mode::Count).await;
@@ -342,7 +343,8 @@ mod tests {
             .usage()
             .first()
             .unwrap_or_else(|| panic!("no usage"));
-        assert!(usage.remaining() < 0, "{usage:?}");
+        assert!(usage.is_over() && !verdict.has_spent(), "{usage:?}");
+        assert_eq!(usage.remaining(), 0, "{usage:?}");
         assert!(text(rate_limit(verdict.usage())).starts_with(r#""one";r=0;t="#));
     }
 

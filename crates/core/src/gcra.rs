@@ -13,9 +13,11 @@
 //!
 //! and then stores `max(tat, now) + c·T`. In store terms that is a counter
 //! with a floor of `now` (a `tat` in the past counts as now), a cost of `c·T`
-//! and a max of `now + b·T`; it lives `b·T`, renewed by every call, after
-//! which the bucket is full whether the counter is there or not. A cost
-//! above the burst never fits.
+//! and a max of `now + b·T`; every call gives it a lifetime of `b·T` past
+//! the arrival time it stores, so it outlives the time the bucket is full
+//! again, after which the bucket is full whether the counter is there or
+//! not. A cost above the burst never fits, and a refused call is never
+//! charged (a count with a GCRA limit is made as a reservation).
 //!
 //! Every quantity is exact: `T` is rounded up to whole µs (a rule never
 //! admits faster than it says), times are µs since the epoch (2^53 µs is
@@ -25,11 +27,6 @@ use std::time::Duration;
 
 use crate::store::MAX_COUNT;
 use crate::{Counter, Rule};
-
-/// A µs count as a [`Duration`].
-fn micros(us: u64) -> Duration {
-    Duration::from_micros(us)
-}
 
 /// `at` in whole µs since the epoch (saturating; exact until 2255).
 pub(crate) fn at_micros(at: Duration) -> u64 {
@@ -44,8 +41,9 @@ pub(crate) fn interval(rule: &Rule) -> u64 {
     window.div_ceil(rule.max().max(1)).max(1)
 }
 
-/// How long `rule`'s counter lives from each call: the burst's worth of
-/// intervals, `b·T`, rounded up to whole milliseconds (stores keep ms).
+/// How long `rule`'s counter lives past the arrival time each call stores:
+/// the burst's worth of intervals, `b·T`, rounded up to whole milliseconds
+/// (stores keep ms).
 pub(crate) fn lifetime(rule: &Rule) -> Duration {
     let us = rule.burst().saturating_mul(interval(rule));
     Duration::from_millis(us.div_ceil(1_000).max(1))
@@ -84,6 +82,9 @@ pub(crate) struct State {
     /// Whole seconds until a call of the cost fits (`None`: never, a cost
     /// above the burst).
     pub(crate) wait: Option<u64>,
+    /// The Unix second by which a call of the cost fits (rounded up from
+    /// the exact µs; `None` as `wait`).
+    pub(crate) fits_at: Option<u64>,
     /// When the bucket is full again, in Unix seconds (rounded up).
     pub(crate) full: u64,
 }
@@ -98,17 +99,23 @@ pub(crate) fn state(rule: &Rule, tat: u64, cost: u64, at: Duration) -> State {
     let remaining = (burst - level).div_euclid(t);
     let needed = level + i128::from(cost) * t - burst;
     let refuses = needed > 0;
-    let wait = (cost <= rule.burst()).then(|| {
-        let us = u64::try_from(needed.max(0)).unwrap_or(u64::MAX);
-        micros(us).as_secs() + u64::from(micros(us).subsec_nanos() > 0)
-    });
+    let fits = cost <= rule.burst();
+    let needed = u64::try_from(needed.max(0)).unwrap_or(u64::MAX);
+    let wait = fits.then(|| secs_up(needed));
+    let fits_at = fits.then(|| secs_up(now.saturating_add(needed)));
     let full = u64::try_from(start).unwrap_or(u64::MAX);
     State {
         remaining: i64::try_from(remaining).unwrap_or(i64::MIN),
         refuses,
         wait,
-        full: micros(full).as_secs() + u64::from(micros(full).subsec_nanos() > 0),
+        fits_at,
+        full: secs_up(full),
     }
+}
+
+/// `us` µs in whole seconds, rounded up.
+fn secs_up(us: u64) -> u64 {
+    us.div_ceil(1_000_000)
 }
 
 #[cfg(test)]

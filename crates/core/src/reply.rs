@@ -28,7 +28,9 @@ pub(crate) fn usage(
     let mut blocked = false;
     for (counter, &count) in counters.iter().zip(&counts) {
         not_past_max_count(count)?;
-        if applied && count < counter.cost {
+        // Raised to its floor first: a store that ignores floors (a GCRA
+        // arrival time left near the epoch) is found here.
+        if applied && count < counter.added_to(0) {
             return Err(StoreError::InvalidReply(
                 "a counter reads less than the cost just added".into(),
             ));

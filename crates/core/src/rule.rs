@@ -177,6 +177,9 @@ impl Rule {
     /// reported (a warning, a metric, [`Verdict::shadow_limited`](crate::Verdict::shadow_limited))
     /// but never refuses a call, in count and reserve mode alike (a shadow
     /// rule over its max does not block the other limits of a reservation).
+    /// A shadow GCRA rule is charged every call, admitted or not (an
+    /// enforced one is charged only what it admits), so it reports more
+    /// calls over than it would refuse: an upper bound.
     pub fn with_shadow(mut self, shadow: bool) -> Rule {
         self.spec().shadow = shadow;
         self
@@ -238,7 +241,8 @@ impl Rule {
     /// How long the rule's counters live: one window from their first
     /// count for fixed windows, two for a sliding window (whose counter is
     /// read through the next window too), and for GCRA a burst's worth of
-    /// emission intervals from every call (then the bucket is full).
+    /// emission intervals past the arrival time it holds (set by every
+    /// call: [`Counter::lifetime_at`](crate::Counter::lifetime_at)).
     pub fn counter_ttl(&self) -> Duration {
         match self.0.algorithm {
             Algorithm::Fixed => self.0.window.duration(),

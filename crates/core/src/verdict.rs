@@ -77,7 +77,12 @@ impl Usage {
         self.reset = state.full.max(now_secs);
         if self.over || self.shadow_over {
             self.retry_after = state.wait.map_or(until_full, |wait| wait.max(1));
-            self.reset = now_secs.saturating_add(self.retry_after);
+            // When the cost fits, from the exact time: `now_secs` is the
+            // whole second the check fell in.
+            self.reset = state
+                .fits_at
+                .unwrap_or(self.reset)
+                .max(now_secs.saturating_add(1));
         }
         self
     }

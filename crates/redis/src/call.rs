@@ -332,6 +332,8 @@ mod tests {
         );
     }
 
+    // `Record::none` is Cluster's (the tcp feature's).
+    #[cfg(feature = "tcp")]
     #[test]
     fn a_floor_follows_a_counters_argument_after_an_at_sign_and_only_when_there_is_one() {
         let floored = Counter {

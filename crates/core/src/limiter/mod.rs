@@ -36,6 +36,12 @@ pub enum Policy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// Always increment every counter; over when any goes past its max.
+    ///
+    /// Except with a GCRA limit (not a shadow one): a GCRA bucket never
+    /// charges a call it refuses (each charge would push its arrival time
+    /// on, and a caller calling faster than the rate would never be let in
+    /// again), so a count with one is made as a reservation: a call that
+    /// any limit refuses spends nothing.
     Count,
     /// Increment every counter only if all stay within their max; a refused
     /// call spends nothing, so it cannot drain a shared budget.
@@ -193,6 +199,11 @@ impl Limiter {
                 return Ok(verdict);
             }
         }
+        // A GCRA bucket never charges a refused call ([`Mode::Count`]).
+        let mode = match mode {
+            Mode::Count if limits.iter().any(charges_only_what_fits) => Mode::Reserve,
+            mode => mode,
+        };
         let plan = Plan::new(&self.previous, limits, now);
         let epoch = cache.map_or(0, LocalCache::epoch);
         let id = CheckId::new();
@@ -374,4 +385,10 @@ impl Limiter {
         }
         deleted.map(|current| current || earlier_existed)
     }
+}
+
+/// Whether `limit` may only be charged what fits it: a GCRA limit that
+/// refuses (not a shadow one, which never refuses).
+fn charges_only_what_fits(limit: &Limit) -> bool {
+    limit.rule().algorithm() == crate::Algorithm::Gcra && !limit.rule().is_shadow()
 }

@@ -6,18 +6,24 @@
 //! once. When every slot applies, the reservation is applied. When any slot
 //! refuses (or fails), each slot that applied gets its costs back (the
 //! give-back, `CHECK`'s op `g`: a refund of the same
-//! costs, which also removes a counter it brings back to 0, so a counter
-//! the reservation created is absent again), all at once, and the
-//! reservation is refused.
+//! costs, which also removes a counter it brings back to 0, or to its floor
+//! or below, so a counter the reservation created is absent again), all
+//! at once, and the reservation is refused.
 //!
-//! - It never over-admits: each slot's reservation is conditional, so no
-//!   counter ever goes past its max, and a call is answered applied only
-//!   when every slot applied.
+//! - A window's counter never over-admits: each slot's reservation is
+//!   conditional, so no counter ever goes past its max, and a call is
+//!   answered applied only when every slot applied. A GCRA counter (one
+//!   with a floor) can: its give-back subtracts the cost from whatever it
+//!   holds, so when another caller's reservation moved it on in between,
+//!   that caller's arrival time moves back by the cost, and up to the
+//!   cost may be admitted again early (by the emission intervals it
+//!   stands for).
 //! - Between a slot's reservation and its give-back (one round trip to the
 //!   slowest slot of the check, and one more), the costs taken there are
 //!   visible: a racing caller may be refused by them.
 //! - A give-back that fails is logged: those counters over-count (the safe
-//!   direction) until their window ends.
+//!   direction) until their window ends (a GCRA counter: until its bucket
+//!   drains).
 
 use futures_util::future::join_all;
 use tollgate_core::{CheckId, Counter, Deadline, Reservation, StoreError};
