@@ -180,7 +180,9 @@ impl Limit {
                 key.push_str(GCRA_SUFFIX);
                 key
             }
-            _ => self.counter_key(self.rule.window().index(now_secs)),
+            Algorithm::Fixed | Algorithm::Sliding => {
+                self.counter_key(self.rule.window().index(now_secs))
+            }
         }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `tollgate_checks_total` | counter | `rule`; `algorithm`: the rule's shape, `fixed` or `sliding` ([`Algorithm::as_str`](crate::Algorithm::as_str)); `outcome`: see below |
+//! | `tollgate_checks_total` | counter | `rule`; `algorithm`: the rule's shape, `fixed`, `sliding` or `gcra` ([`Algorithm::as_str`](crate::Algorithm::as_str)); `outcome`: see below |
 //! | `tollgate_store_call_seconds` | histogram | `store`, `op`: `count`, `reserve`, `refund`, `get`, `delete`, `claim`, `finish`, `release` |
 //! | `tollgate_store_errors_total` | counter | `store`, `kind`: `connection`, `timeout`, `busy`, `invalid-reply`, `backend` |
 //! | `tollgate_cache_entries` | gauge | |
@@ -34,7 +34,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
-use crate::{Algorithm, Limit, Rule, StoreError, Verdict};
+use crate::{Limit, Rule, StoreError, Verdict};
 
 /// Checks by rule, algorithm and outcome.
 pub const CHECKS: &str = "tollgate_checks_total";
@@ -132,43 +132,26 @@ pub(crate) fn failed(limits: &[Limit], outcome: Outcome) {
 /// A rule's check counters, one per outcome, labelled with the rule's
 /// name and algorithm, registered with the metrics recorder the first time
 /// the rule is checked (so: install the recorder before the first check).
-/// Clones of a rule share them; they take no part in a rule's equality.
+/// Clones of a rule share them (a copy given another algorithm gets its
+/// own: [`Rule::with_algorithm`]); they take no part in a rule's equality.
 #[derive(Clone, Default)]
-pub(crate) struct RuleMetrics(Arc<OnceLock<Registered>>);
-
-/// The counters of [`RuleMetrics`], and the algorithm their label names.
-struct Registered {
-    algorithm: Algorithm,
-    counters: [metrics::Counter; Outcome::ALL.len()],
-}
+pub(crate) struct RuleMetrics(Arc<OnceLock<[metrics::Counter; Outcome::ALL.len()]>>);
 
 impl RuleMetrics {
     fn count(&self, rule: &Rule, outcome: Outcome) {
-        let algorithm = rule.algorithm();
-        let registered = self.0.get_or_init(|| Registered {
-            algorithm,
-            counters: Outcome::ALL.map(|outcome| checks(rule, algorithm, outcome)),
+        let counters = self.0.get_or_init(|| {
+            let name = metrics::SharedString::from(Arc::clone(rule.shared_name()));
+            Outcome::ALL.map(|outcome| {
+                metrics::counter!(
+                    CHECKS,
+                    "rule" => name.clone(),
+                    "algorithm" => rule.algorithm().as_str(),
+                    "outcome" => outcome.as_str()
+                )
+            })
         });
-        if registered.algorithm == algorithm {
-            registered.counters[outcome as usize].increment(1);
-        } else {
-            // A copy of a checked rule given another algorithm
-            // (`Rule::with_algorithm`) shares its counters, whose label is
-            // the old one: count under its own label, uncached.
-            checks(rule, algorithm, outcome).increment(1);
-        }
+        counters[outcome as usize].increment(1);
     }
-}
-
-/// The [`CHECKS`] counter of `rule` counting as `algorithm`, for `outcome`.
-fn checks(rule: &Rule, algorithm: Algorithm, outcome: Outcome) -> metrics::Counter {
-    let name = metrics::SharedString::from(Arc::clone(rule.shared_name()));
-    metrics::counter!(
-        CHECKS,
-        "rule" => name,
-        "algorithm" => algorithm.as_str(),
-        "outcome" => outcome.as_str()
-    )
 }
 
 impl PartialEq for RuleMetrics {
@@ -359,7 +342,7 @@ mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
     use super::*;
-    use crate::{Usage, Window};
+    use crate::{Algorithm, Usage, Window};
 
     /// The [`CHECKS`] counters above 0 after `run`, as `labels → count`.
     fn counted(run: impl FnOnce()) -> BTreeMap<String, u64> {
@@ -427,7 +410,7 @@ mod tests {
         let fixed = rule("r", Algorithm::Fixed);
         let found = counted(|| {
             check(&verdict(&fixed, 1, false), false);
-            // Shares the counters registered for `fixed`.
+            // A copy: counted apart from `fixed`.
             let sliding = fixed.clone().with_algorithm(Algorithm::Sliding);
             check(&verdict(&sliding, 1, false), false);
             check(&verdict(&sliding, 1, false), false);

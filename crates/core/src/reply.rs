@@ -96,7 +96,7 @@ pub(crate) fn seen(
             let count = u64::try_from(max.saturating_sub(state.remaining)).unwrap_or(0);
             Usage::new(limit, key, count, now, past).gcra(&state, now)
         }
-        _ => Usage::new(limit, key, current, now, past_max(limit, current, refused)),
+        Algorithm::Fixed => Usage::new(limit, key, current, now, past_max(limit, current, refused)),
     }
 }
 

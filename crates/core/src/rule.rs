@@ -137,7 +137,13 @@ impl Rule {
     /// # Ok::<(), tollgate_core::Error>(())
     /// ```
     pub fn with_algorithm(mut self, algorithm: Algorithm) -> Rule {
-        self.spec().algorithm = algorithm;
+        if self.algorithm() != algorithm {
+            let spec = self.spec();
+            spec.algorithm = algorithm;
+            // Its checks count under their own `algorithm` label, apart
+            // from the rule it was copied from.
+            spec.metrics = RuleMetrics::default();
+        }
         self
     }
 

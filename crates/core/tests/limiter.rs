@@ -185,3 +185,33 @@ async fn a_sliding_limit_reads_its_previous_window_until_the_count_is_final() {
     limiter.reserve(&[fixed]).await.unwrap();
     assert_eq!(store.calls_to(Op::Get), 3, "a fixed window reads nothing");
 }
+
+/// Sub-second GCRA rates work: 10 a second, one at a time, is one call
+/// every 100 ms on the limiter's clock; a refused call is told to retry in
+/// a whole second (the least `Retry-After` says) and is charged nothing.
+#[tokio::test]
+async fn a_gcra_limit_of_ten_a_second_admits_one_call_per_100_ms() {
+    use tollgate_core::{Algorithm, ManualClock};
+    let store = counted();
+    let clock = ManualClock::new(Duration::from_secs(NOON));
+    let limiter = Limiter::builder(store.clone())
+        .clock(clock.clone())
+        .cache(0)
+        .build();
+    let fast = [Rule::new("fast", 10, Window::SECOND)
+        .map(|r| r.with_algorithm(Algorithm::Gcra))
+        .and_then(|r| r.limit::<&str>(&[]))
+        .unwrap()];
+    for step in 0..12 {
+        let verdict = limiter.count(&fast).await.unwrap();
+        assert!(verdict.is_allowed(), "call {step} at {step}00 ms");
+        clock.advance(Duration::from_millis(40));
+        let early = limiter.count(&fast).await.unwrap();
+        assert!(
+            !early.is_allowed() && !early.has_spent(),
+            "40 ms after call {step}"
+        );
+        assert_eq!(early.limited().unwrap().retry_after(), 1);
+        clock.advance(Duration::from_millis(60));
+    }
+}

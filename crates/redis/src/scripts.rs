@@ -134,9 +134,10 @@ macro_rules! write_script {
 /// other types by itself; its reply tells what else is wrong: below the
 /// cost (the count was negative), at or above 2^53 (exactness), above a
 /// reservation's max. Then the call takes its increments back (`DECRBY`,
-/// and `DEL` of a counter brought back to 0) and runs the exact slow path:
-/// `GET` and validate every counter as text, decide, and `SET` each with
-/// its lifetime.
+/// and `DEL` of a counter brought back to 0) and runs the exact slow path,
+/// the one a call with a floored counter takes at once: `GET` and validate
+/// every counter as text, decide, and `SET` each (a new one with its
+/// lifetime, an existing one keeping its own; a floored one as below).
 ///
 /// A count or reservation with a floored counter among its counters takes
 /// an exact path from the start (its counters' arguments tell, as they are
@@ -239,80 +240,6 @@ local function undo(k, a, m)
   end
 end
 
--- Sets counter k+i to `count` for `life` ms.
-local function store(k, i, count, life)
-  call('SET', KEYS[k + i], format('%.0f', count), 'PX', life)
-end
-
-local function count(k, a, n)
-  local counts = {}
-  for i = 1, n do
-    local counter = counters[ARGV[a + i]]
-    local cost = counter.cost
-    local new = pcall('INCRBY', KEYS[k + i], counter.text)
-    if type(new) ~= 'number' or new < cost or new >= LIMIT then
-      undo(k, a, type(new) == 'number' and i or i - 1)
-      local err
-      counts, err = read(k, n)
-      if not counts then
-        return err
-      end
-      for j = 1, n do
-        local each = counters[ARGV[a + j]]
-        counts[j] = math.min(counts[j] + each.cost, LIMIT)
-        store(k, j, counts[j], each.life)
-      end
-      return counts
-    end
-    if new == cost then
-      call('PEXPIRE', KEYS[k + i], counter.life)
-    end
-    counts[i] = new
-  end
-  return counts
-end
-
-local function reserve(k, a, n)
-  local reply = {1}
-  for i = 1, n do
-    local counter = counters[ARGV[a + i]]
-    local new = pcall('INCRBY', KEYS[k + i], counter.text)
-    -- At 2^53 and above a double no longer tells 2^53 + 1 from 2^53: that
-    -- case (a max of 2^53, a shadow rule's) goes to the exact path too.
-    if type(new) ~= 'number' or new < counter.cost or new >= LIMIT or new > counter.max then
-      undo(k, a, type(new) == 'number' and i or i - 1)
-      local counts, err = read(k, n)
-      if not counts then
-        return err
-      end
-      local fits = 1
-      for j = 1, n do
-        local each = counters[ARGV[a + j]]
-        -- Exact: the difference of two integers up to 2^53.
-        if each.cost > each.max - counts[j] then
-          fits = 0
-        end
-      end
-      reply = {fits}
-      for j = 1, n do
-        if fits == 1 then
-          local each = counters[ARGV[a + j]]
-          counts[j] = counts[j] + each.cost
-          store(k, j, counts[j], each.life)
-        end
-        reply[j + 1] = counts[j]
-      end
-      return reply
-    end
-    -- Created now: a later counter's refusal takes it back with DEL.
-    if new == counter.cost then
-      call('PEXPIRE', KEYS[k + i], counter.life)
-    end
-    reply[i + 1] = new
-  end
-  return reply
-end
-
 -- Sets counter k+i, which held `before`, to `count` on the exact path of
 -- a count or reservation. One with a floor holds a time, in µs: it lives
 -- its lifetime past that time, from now (its lifetime and `count - floor`
@@ -342,8 +269,9 @@ local function put(k, i, counter, before, count)
   end
 end
 
--- A count on the exact path (a call with a floored counter): each count
--- raised to its floor, plus the cost, saturating at 2^53.
+-- A count on the exact path (a call with a floored counter, or one the
+-- fast path took back): each count raised to its floor, plus the cost,
+-- saturating at 2^53.
 local function count_exact(k, a, n)
   local counts, err = read(k, n)
   if not counts then
@@ -358,9 +286,9 @@ local function count_exact(k, a, n)
   return counts
 end
 
--- A reservation on the exact path (a call with a floored counter): every
--- count raised to its floor fits its cost within its max, or none is
--- written.
+-- A reservation on the exact path (a call with a floored counter, or one
+-- the fast path took back): every count raised to its floor fits its cost
+-- within its max, or none is written.
 local function reserve_exact(k, a, n)
   local counts, err = read(k, n)
   if not counts then
@@ -383,6 +311,44 @@ local function reserve_exact(k, a, n)
       put(k, i, each, before, counts[i])
     end
     reply[i + 1] = counts[i]
+  end
+  return reply
+end
+
+local function count(k, a, n)
+  local counts = {}
+  for i = 1, n do
+    local counter = counters[ARGV[a + i]]
+    local cost = counter.cost
+    local new = pcall('INCRBY', KEYS[k + i], counter.text)
+    if type(new) ~= 'number' or new < cost or new >= LIMIT then
+      undo(k, a, type(new) == 'number' and i or i - 1)
+      return count_exact(k, a, n)
+    end
+    if new == cost then
+      call('PEXPIRE', KEYS[k + i], counter.life)
+    end
+    counts[i] = new
+  end
+  return counts
+end
+
+local function reserve(k, a, n)
+  local reply = {1}
+  for i = 1, n do
+    local counter = counters[ARGV[a + i]]
+    local new = pcall('INCRBY', KEYS[k + i], counter.text)
+    -- At 2^53 and above a double no longer tells 2^53 + 1 from 2^53: that
+    -- case (a max of 2^53, a shadow rule's) goes to the exact path too.
+    if type(new) ~= 'number' or new < counter.cost or new >= LIMIT or new > counter.max then
+      undo(k, a, type(new) == 'number' and i or i - 1)
+      return reserve_exact(k, a, n)
+    end
+    -- Created now: a later counter's refusal takes it back with DEL.
+    if new == counter.cost then
+      call('PEXPIRE', KEYS[k + i], counter.life)
+    end
+    reply[i + 1] = new
   end
   return reply
 end

@@ -126,7 +126,8 @@ pub async fn a_floored_counter_lives_its_ttl_from_every_write<H: Harness>(harnes
             .applied
     );
     assert_fresh_lifetime(harness, &key, Duration::from_secs(611)).await;
-    // Ahead by a part of a ms: rounded up.
+    // Ahead by a part of a ms: the lifetime is set (within the suite's slack;
+    // that the part rounds up is `Counter::lifetime_at`'s unit test).
     let part = format!("limit:floor:{}:part", unique());
     count(
         &store,
