@@ -73,6 +73,10 @@ macro_rules! conformance_tests {
             racing_callers_take_exactly_a_gcra_burst,
             a_floor_raises_the_count_before_the_cost,
             a_floored_counter_lives_its_ttl_from_every_write,
+            a_prior_lowers_the_max_by_its_weighed_count,
+            a_prior_is_weighed_exactly_at_the_bounds,
+            a_retry_answers_the_prior_it_read,
+            a_sliding_window_weighs_its_previous_window_by_the_time_left,
         );
     };
     (@checks $harness:ty; $($check:ident),* $(,)?) => {

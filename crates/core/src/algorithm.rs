@@ -91,10 +91,16 @@ impl<'de> Deserialize<'de> for Algorithm {
 /// at `now_secs`: `floor(previous × (W − e) / W)`, `e` the whole seconds
 /// elapsed in the current window. Exact (in 128 bits).
 pub fn weighted(window: Window, now_secs: u64, previous: u64) -> u64 {
-    let len = u128::from(window.secs());
-    let left = len - u128::from(now_secs % window.secs());
-    // previous × left / len ≤ previous: it fits back in a u64.
-    u64::try_from(u128::from(previous) * left / len).unwrap_or(previous)
+    let (part, whole) = share(window, now_secs);
+    crate::store::weigh(previous, part, whole)
+}
+
+/// The share of the previous window a sliding window still counts at
+/// `now_secs`: `(W − e, W)`, `e` the whole seconds elapsed in the current
+/// window.
+pub fn share(window: Window, now_secs: u64) -> (u64, u64) {
+    let len = window.secs();
+    (len - now_secs % len, len)
 }
 
 /// A sliding window's count at `now_secs`: [`weighted`] `previous` plus

@@ -67,6 +67,7 @@ pub(crate) fn counter(rule: &Rule, key: String, units: u64, at: Duration) -> Cou
         cost: units.saturating_mul(t).clamp(1, MAX_COUNT),
         max,
         floor: now,
+        prior: None,
     }
 }
 

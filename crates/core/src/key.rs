@@ -166,6 +166,7 @@ impl Limit {
             cost: self.cost,
             max,
             floor: 0,
+            prior: None,
         }
     }
 

@@ -38,7 +38,7 @@ pub use limiter::{Limiter, LimiterBuilder, Mode, Policy};
 pub use retry::RetryPolicy;
 pub use rule::{DEFAULT_RULES_TOML, MAX_MAX, MAX_NAME_LEN, Rule, RuleSet};
 pub use store::{
-    CheckId, Claim, Counter, CounterStore, MARK_DONE, MAX_COUNT, MarkStore, Named, Prefixed,
+    CheckId, Claim, Counter, CounterStore, MARK_DONE, MAX_COUNT, MarkStore, Named, Prefixed, Prior,
     Reservation, Store,
 };
 #[cfg(feature = "test-util")]

@@ -11,10 +11,32 @@ use std::time::Duration;
 
 use crate::{Algorithm, Counter, Limit, Mode, Reservation, StoreError, Usage, algorithm, gcra};
 
-/// The usage of each limit after a check, from the store's reply; the
-/// usage takes over the counters' keys. `previous` holds, per limit, its
-/// previous window's count (a sliding window's; 0 for a fixed one), which
-/// the counters' maxes were lowered by as it weighs now.
+/// The reply to a check of `counters` split: the counters' counts, and
+/// the counts of their priors (one per counter with a
+/// [`prior`](Counter::prior), in order) that the store answered after them.
+pub(crate) fn priors(
+    counters: &[Counter],
+    mut reply: Reservation,
+) -> Result<(Reservation, Vec<u64>), StoreError> {
+    let asked = counters.iter().filter(|c| c.prior.is_some()).count();
+    if asked == 0 {
+        return Ok((reply, Vec::new()));
+    }
+    let counts = same_len(counters.len() + asked, reply.counts)?;
+    let (counts, read) = counts.split_at(counters.len());
+    for &count in read {
+        not_past_max_count(count)?;
+    }
+    let read = read.to_vec();
+    reply.counts = counts.to_vec();
+    Ok((reply, read))
+}
+
+/// The usage of each limit after a check, from the store's reply (its
+/// priors' counts split off: [`priors`]); the usage takes over the
+/// counters' keys. `previous` holds, per limit, its previous window's
+/// count (a sliding window's; 0 for a fixed one), which the counter's max
+/// was lowered by as it weighs now, or which its prior read.
 pub(crate) fn usage(
     limits: &[Limit],
     counters: Vec<Counter>,
@@ -26,8 +48,9 @@ pub(crate) fn usage(
     let counts = same_len(counters.len(), reply.counts)?;
     let applied = reply.applied;
     let mut blocked = false;
-    for (counter, &count) in counters.iter().zip(&counts) {
+    for (i, (counter, &count)) in counters.iter().zip(&counts).enumerate() {
         not_past_max_count(count)?;
+        let prior = previous.get(i).copied().unwrap_or(0);
         // Raised to its floor first: a store that ignores floors (a GCRA
         // arrival time left near the epoch) is found here.
         if applied && count < counter.added_to(0) {
@@ -35,12 +58,12 @@ pub(crate) fn usage(
                 "a counter reads less than the cost just added".into(),
             ));
         }
-        if mode == Mode::Reserve && applied && count > counter.max {
+        if mode == Mode::Reserve && applied && count > counter.max_after(prior) {
             return Err(StoreError::InvalidReply(
                 "a reservation was applied past a counter's max".into(),
             ));
         }
-        blocked |= mode == Mode::Reserve && !applied && !counter.fits(count);
+        blocked |= mode == Mode::Reserve && !applied && !counter.fits_after(count, prior);
     }
     if !applied && !blocked {
         return Err(StoreError::InvalidReply(

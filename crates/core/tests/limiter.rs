@@ -150,42 +150,6 @@ async fn settling_at_the_estimate_asks_the_store_nothing() {
     assert_eq!(read[0].remaining(), 5, "4 + 1 spent of 10");
 }
 
-/// A sliding limit reads its previous window's count with the check (one
-/// `get`, in the same attempt) until that count is final, then keeps it:
-/// a later check of the key is one store call again; a check of fixed
-/// windows never reads.
-#[tokio::test]
-async fn a_sliding_limit_reads_its_previous_window_until_the_count_is_final() {
-    use tollgate_core::{Algorithm, ManualClock};
-    let store = counted();
-    // Half a second into a window: the previous one may still grow.
-    let clock = ManualClock::new(Duration::from_millis(NOON / 60 * 60_000 + 500));
-    let limiter = Limiter::builder(store.clone()).clock(clock.clone()).build();
-    let sliding = [Rule::new("smooth", 5, Window::MINUTE)
-        .map(|r| r.with_algorithm(Algorithm::Sliding))
-        .and_then(|r| r.limit::<&str>(&[]))
-        .unwrap()];
-    for _ in 0..2 {
-        assert!(limiter.reserve(&sliding).await.unwrap().is_allowed());
-    }
-    assert_eq!(
-        store.calls_to(Op::Get),
-        2,
-        "read with each check, not kept yet"
-    );
-    // Five seconds (more than the default check budget) and a second after
-    // the window's end.
-    clock.advance(Duration::from_millis(5_500));
-    for _ in 0..3 {
-        assert!(limiter.reserve(&sliding).await.unwrap().is_allowed());
-    }
-    assert_eq!(store.calls_to(Op::Get), 3, "read once more, then kept");
-    assert_eq!(store.calls_to(Op::Reserve), 5);
-    let fixed = limit(5, 1);
-    limiter.reserve(&[fixed]).await.unwrap();
-    assert_eq!(store.calls_to(Op::Get), 3, "a fixed window reads nothing");
-}
-
 /// Sub-second GCRA rates work: 10 a second, one at a time, is one call
 /// every 100 ms on the limiter's clock; a refused call is told to retry in
 /// a whole second (the least `Retry-After` says) and is charged nothing.

@@ -157,6 +157,15 @@ fn live_or<'a>(
     (entry, new)
 }
 
+/// The live count of each counter's prior, in order.
+fn priors(map: &mut Map<Entry>, counters: &[Counter], now: Duration) -> Vec<u64> {
+    counters
+        .iter()
+        .filter_map(|c| c.prior.as_ref())
+        .map(|prior| count(map, &prior.key, now))
+        .collect()
+}
+
 /// Adds a counter's cost: a live counter keeps its lifetime (one with a
 /// floor gets [`Counter::lifetime_at`] afresh), a new one lives `ttl` (or
 /// that) from now. One hash of
@@ -205,9 +214,14 @@ impl CounterStore for MemoryStore {
         id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
-        let reply = self.once(id, deadline, |map, now| Reservation {
-            applied: true,
-            counts: counters.iter().map(|c| add(map, c, now)).collect(),
+        let reply = self.once(id, deadline, |map, now| {
+            let priors = priors(map, counters, now);
+            let mut counts: Vec<u64> = counters.iter().map(|c| add(map, c, now)).collect();
+            counts.extend(priors);
+            Reservation {
+                applied: true,
+                counts,
+            }
         });
         Ok(reply.counts)
     }
@@ -219,16 +233,20 @@ impl CounterStore for MemoryStore {
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         Ok(self.once(id, deadline, |map, now| {
-            let counts: Vec<u64> = counters.iter().map(|c| count(map, &c.key, now)).collect();
-            if !counters.iter().zip(&counts).all(|(c, &n)| c.fits(n)) {
-                return Reservation {
-                    applied: false,
-                    counts,
-                };
+            let priors = priors(map, counters, now);
+            let mut counts: Vec<u64> = counters.iter().map(|c| count(map, &c.key, now)).collect();
+            let mut prior = priors.iter();
+            let fits = counters.iter().zip(&counts).all(|(c, &n)| match c.prior {
+                Some(_) => c.fits_after(n, prior.next().copied().unwrap_or(0)),
+                None => c.fits(n),
+            });
+            if fits {
+                counts = counters.iter().map(|c| add(map, c, now)).collect();
             }
+            counts.extend(priors);
             Reservation {
-                applied: true,
-                counts: counters.iter().map(|c| add(map, c, now)).collect(),
+                applied: fits,
+                counts,
             }
         }))
     }

@@ -16,6 +16,7 @@ fn counter(key: &str, ttl_secs: u64) -> Counter {
         cost: 1,
         max: 10,
         floor: 0,
+        prior: None,
     }
 }
 

@@ -14,6 +14,7 @@ fn counter(key: &str, ttl: u64) -> Counter {
         cost: 1,
         max: 1_000,
         floor: 0,
+        prior: None,
     }
 }
 

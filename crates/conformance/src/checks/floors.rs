@@ -18,6 +18,7 @@ fn floored(key: &str, ttl: Duration, cost: u64, max: u64, floor: u64) -> Counter
         cost,
         max,
         floor,
+        prior: None,
     }
 }
 

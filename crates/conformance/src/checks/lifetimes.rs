@@ -26,6 +26,7 @@ fn counter(key: &str, ttl: Duration, cost: u64) -> Counter {
         cost,
         max: 100,
         floor: 0,
+        prior: None,
     }
 }
 

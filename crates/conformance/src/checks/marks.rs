@@ -109,6 +109,7 @@ pub async fn marks_belong_to_their_token<H: Harness>(harness: &H) {
         cost: 2,
         max: 10,
         floor: 0,
+        prior: None,
     };
     let apart = format!("mark:{id}:apart");
     assert_eq!(claim(&apart, "a").await, Claim::Acquired);

@@ -16,6 +16,7 @@ mod keys;
 mod lifetimes;
 mod marks;
 mod oracle;
+mod priors;
 mod refunds;
 mod reserve;
 mod retries;
@@ -51,6 +52,11 @@ pub use oracle::{
     racing_callers_fill_a_sliding_window_exactly, racing_callers_take_exactly_a_gcra_burst,
     windows_match_the_model,
 };
+pub use priors::{
+    a_prior_is_weighed_exactly_at_the_bounds, a_prior_lowers_the_max_by_its_weighed_count,
+    a_retry_answers_the_prior_it_read,
+    a_sliding_window_weighs_its_previous_window_by_the_time_left,
+};
 pub use refunds::{
     a_refund_after_the_window_rolled_over_changes_nothing,
     refunding_an_absent_counter_keeps_it_absent, refunds_floor_at_zero,
@@ -84,6 +90,7 @@ mod tests {
             include_str!("lifetimes.rs"),
             include_str!("marks.rs"),
             include_str!("oracle.rs"),
+            include_str!("priors.rs"),
             include_str!("refunds.rs"),
             include_str!("reserve.rs"),
             include_str!("retries.rs"),

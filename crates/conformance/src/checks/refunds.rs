@@ -14,6 +14,7 @@ fn counter(key: &str, cost: u64) -> Counter {
         cost,
         max: 100,
         floor: 0,
+        prior: None,
     }
 }
 

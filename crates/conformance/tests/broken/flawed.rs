@@ -41,6 +41,12 @@ pub(crate) enum Flaw {
     /// Ignores a counter's floor: a GCRA arrival time in the past is not
     /// raised to now.
     FloorIgnored,
+    /// Never reads a counter's prior (answers 0 for it): a sliding window
+    /// whose store ignores the previous window.
+    PriorIgnored,
+    /// Weighs a prior by the part of its window elapsed (`f`) instead of
+    /// the part left (`1 − f`).
+    PriorWeighedByElapsed,
     /// A refused reservation still adds the costs that fit.
     ReservePartial,
     /// A reservation adds every cost, whatever the max.
@@ -103,6 +109,12 @@ impl Flawed {
                     Flaw::TtlDoubled => c.ttl *= 2,
                     Flaw::TtlHalved => c.ttl /= 2,
                     Flaw::FloorIgnored => c.floor = 0,
+                    Flaw::PriorIgnored => c.prior = None,
+                    Flaw::PriorWeighedByElapsed => {
+                        if let Some(prior) = &mut c.prior {
+                            prior.part = prior.whole - prior.part;
+                        }
+                    }
                     Flaw::MergesWindows => c.key = merged(&c.key),
                     _ => {}
                 }
@@ -135,6 +147,7 @@ impl Flawed {
             let again = Counter {
                 cost: count,
                 floor: 0,
+                prior: None,
                 ttl,
                 ..counter.clone()
             };
@@ -142,6 +155,13 @@ impl Flawed {
         }
         Ok(())
     }
+}
+
+/// A count of 0 for each prior of `counters`: what a store that never
+/// reads them answers.
+fn ignored(counters: &[Counter]) -> impl Iterator<Item = u64> + use<> {
+    let asked = counters.iter().filter(|c| c.prior.is_some()).count();
+    std::iter::repeat_n(0, asked)
 }
 
 /// The key without its window index.
@@ -162,6 +182,7 @@ impl CounterStore for Flawed {
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let _one = self.lock.lock().await;
+        let original = counters;
         let counters = self.counters(counters);
         let id = self.id(id);
         if self.flaw == Flaw::RenewsTtlOnIncrement {
@@ -172,6 +193,11 @@ impl CounterStore for Flawed {
                 let stored = self.get_one(&c.key, deadline).await?;
                 self.set(c, stored, deadline).await?;
             }
+            return Ok(counts);
+        }
+        if self.flaw == Flaw::PriorIgnored {
+            let mut counts = self.inner.count(&counters, id, deadline).await?;
+            counts.extend(ignored(original));
             return Ok(counts);
         }
         if self.flaw != Flaw::CountWraps {
@@ -193,6 +219,7 @@ impl CounterStore for Flawed {
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         let _one = self.lock.lock().await;
+        let original = counters;
         let counters = self.counters(counters);
         let id = self.id(id);
         match self.flaw {
@@ -217,10 +244,17 @@ impl CounterStore for Flawed {
             Flaw::RenewsTtlOnIncrement => {
                 let reply = self.inner.reserve(&counters, id, deadline).await?;
                 if reply.applied {
-                    for (c, &count) in counters.iter().zip(&reply.counts) {
-                        self.set(c, count, deadline).await?;
+                    for c in &counters {
+                        // The stored count, not the answer (as `count`).
+                        let stored = self.get_one(&c.key, deadline).await?;
+                        self.set(c, stored, deadline).await?;
                     }
                 }
+                Ok(reply)
+            }
+            Flaw::PriorIgnored => {
+                let mut reply = self.inner.reserve(&counters, id, deadline).await?;
+                reply.counts.extend(ignored(original));
                 Ok(reply)
             }
             _ => self.inner.reserve(&counters, id, deadline).await,

@@ -38,6 +38,8 @@ picks!(
     TtlHalved,
     GetReadsZero,
     FloorIgnored,
+    PriorIgnored,
+    PriorWeighedByElapsed,
     ReservePartial,
     ReserveIgnoresMax,
     MergesWindows,
@@ -188,7 +190,15 @@ caught! {
     id_ignored_fails_retried_refund: Clocked<IdIgnored> => a_retried_refund_gives_back_once;
     id_ignored_fails_lost_reply: Clocked<IdIgnored> => a_reply_lost_after_the_write_is_recognised_on_retry;
     get_reads_zero_fails_model: Clocked<GetReadsZero> => windows_match_the_model;
-    get_reads_zero_fails_racing_sliding: Clocked<GetReadsZero> => racing_callers_fill_a_sliding_window_exactly;
+    prior_ignored_fails_priors: Clocked<PriorIgnored> => a_prior_lowers_the_max_by_its_weighed_count;
+    prior_ignored_fails_bounds: Clocked<PriorIgnored> => a_prior_is_weighed_exactly_at_the_bounds;
+    prior_ignored_fails_retry: Clocked<PriorIgnored> => a_retry_answers_the_prior_it_read;
+    prior_ignored_fails_model: Clocked<PriorIgnored> => windows_match_the_model;
+    prior_ignored_fails_racing_sliding: Clocked<PriorIgnored> => racing_callers_fill_a_sliding_window_exactly;
+    prior_weighed_by_elapsed_fails_priors: Clocked<PriorWeighedByElapsed> => a_prior_lowers_the_max_by_its_weighed_count;
+    prior_weighed_by_elapsed_fails_bounds: Clocked<PriorWeighedByElapsed> => a_prior_is_weighed_exactly_at_the_bounds;
+    prior_weighed_by_elapsed_fails_time_left: Clocked<PriorWeighedByElapsed> => a_sliding_window_weighs_its_previous_window_by_the_time_left;
+    prior_ignored_fails_time_left: Clocked<PriorIgnored> => a_sliding_window_weighs_its_previous_window_by_the_time_left;
     ttl_halved_fails_model: Clocked<TtlHalved> => windows_match_the_model;
     merges_windows_fails_model: Clocked<MergesWindows> => windows_match_the_model;
     cost_is_one_fails_model: Clocked<CostIsOne> => windows_match_the_model;

@@ -6,7 +6,6 @@ mod previous;
 mod settle;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::cache::LocalCache;
 use crate::failure::{Failures, Names};
@@ -15,7 +14,7 @@ use crate::retry::Attempts;
 use crate::throttle::Throttle;
 use crate::{
     CheckId, Clock, Counter, CounterStore, Error, Limit, Reservation, RetryPolicy, StoreError,
-    Usage, Verdict, algorithm, reply,
+    Usage, Verdict, reply,
 };
 use previous::{Plan, Previous};
 
@@ -205,6 +204,7 @@ impl Limiter {
             mode => mode,
         };
         let plan = Plan::new(&self.previous, limits, now);
+        let counters = plan.counters(limits, at);
         let epoch = cache.map_or(0, LocalCache::epoch);
         let id = CheckId::new();
         let op = match mode {
@@ -213,16 +213,13 @@ impl Limiter {
         };
         let reply = self
             .attempts
-            .run(op, |deadline| {
-                self.attempt(limits, &plan, mode, id, at, deadline)
-            })
+            .run(op, |deadline| self.attempt(&counters, mode, id, deadline))
             .await;
-        let reply = reply.map(|(previous, counters, reply)| {
+        let applied = reply.as_ref().is_ok_and(|r| r.applied);
+        let usage = reply.and_then(|reply| {
+            let (reply, read) = reply::priors(&counters, reply)?;
+            let previous = plan.previous(&read);
             plan.keep(&self.previous, limits, &previous, at);
-            (previous, counters, reply)
-        });
-        let applied = reply.as_ref().is_ok_and(|(_, _, r)| r.applied);
-        let usage = reply.and_then(|(previous, counters, reply)| {
             reply::usage(limits, counters, mode, reply, &previous, at)
         });
         match usage {
@@ -251,39 +248,22 @@ impl Limiter {
         self.failures.apply(&Names(limits).to_string(), policy, err)
     }
 
-    /// One attempt of a check: the previous windows' counts the check
-    /// still needs ([`Plan`]; one store call, none for fixed windows
-    /// alone), then the count or reservation, each counter's max lowered
-    /// by its previous window's weighted count; both under the attempt's
-    /// deadline. The previous counts, the counters and the reply.
+    /// One attempt of a check: the count or reservation of `counters`
+    /// under the attempt's deadline.
     async fn attempt(
         &self,
-        limits: &[Limit],
-        plan: &Plan,
+        counters: &[Counter],
         mode: Mode,
         id: CheckId,
-        at: Duration,
         deadline: crate::Deadline,
-    ) -> Result<(Vec<u64>, Vec<Counter>, Reservation), StoreError> {
-        let previous = plan.read(&*self.store, deadline).await?;
-        let now = at.as_secs();
-        let counters: Vec<Counter> = if previous.is_empty() {
-            limits.iter().map(|l| l.counter_at(at, 0)).collect()
-        } else {
-            limits
-                .iter()
-                .zip(&previous)
-                .map(|(l, &p)| l.counter_at(at, algorithm::weighted(l.rule().window(), now, p)))
-                .collect()
-        };
-        let reply = match mode {
-            Mode::Count => Reservation {
+    ) -> Result<Reservation, StoreError> {
+        match mode {
+            Mode::Count => Ok(Reservation {
                 applied: true,
-                counts: (*self.store).count(&counters, id, deadline).await?,
-            },
-            Mode::Reserve => (*self.store).reserve(&counters, id, deadline).await?,
-        };
-        Ok((previous, counters, reply))
+                counts: (*self.store).count(counters, id, deadline).await?,
+            }),
+            Mode::Reserve => (*self.store).reserve(counters, id, deadline).await,
+        }
     }
 
     /// Metrics of a check, and a warning (rate-limited) for each shadow rule

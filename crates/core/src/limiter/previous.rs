@@ -12,11 +12,11 @@
 //! not seen here: this instance refuses what the cleared count weighed
 //! until the window ends, never admitting more than it should).
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::cache::Table;
-use crate::{Algorithm, CounterStore, Deadline, Limit, StoreError, reply};
+use crate::{Algorithm, Counter, Limit, Prior, algorithm};
 
 /// The kept counts of ended windows, by counter.
 #[derive(Debug)]
@@ -52,7 +52,8 @@ impl Previous {
     }
 
     /// Per limit, its previous window's count when kept; `None` for a
-    /// sliding limit whose count must be read (a fixed one needs none: 0).
+    /// sliding limit whose count must be read (a fixed one needs none: 0,
+    /// nor a sliding one in window 0).
     pub(super) fn known(&self, limits: &[Limit], now_secs: u64) -> Vec<Option<u64>> {
         let table = self.lock();
         limits
@@ -92,18 +93,15 @@ impl Previous {
     }
 }
 
-/// What one check needs of its limits' previous windows: nothing when it
-/// has no sliding limit; else each one's count, kept or to be read (in one
-/// store call, with the check's attempt).
+/// What one check knows of its limits' previous windows: nothing to know
+/// when it has no sliding limit; else each one's count when kept, or else
+/// a [`Prior`] for the store to read with the count or reservation.
 #[derive(Debug)]
 pub(super) struct Plan {
-    /// Per limit its previous count when known (0 for a fixed limit);
-    /// empty when the check has no sliding limit.
+    /// Per limit its previous count when known (0 for a fixed or GCRA
+    /// limit, and in a sliding limit's first window); empty when the check
+    /// has no sliding limit.
     known: Vec<Option<u64>>,
-    /// The counter keys of the previous counts to read, in limit order.
-    keys: Vec<String>,
-    /// What the first attempt that read them found (per limit).
-    read: OnceLock<Vec<u64>>,
 }
 
 impl Plan {
@@ -112,82 +110,73 @@ impl Plan {
         let sliding = limits
             .iter()
             .any(|l| l.rule().algorithm() == Algorithm::Sliding);
-        if !sliding {
-            return Plan {
-                known: Vec::new(),
-                keys: Vec::new(),
-                read: OnceLock::new(),
-            };
+        let known = if sliding {
+            previous.known(limits, now_secs)
+        } else {
+            Vec::new()
+        };
+        Plan { known }
+    }
+
+    /// The check's counters at `at`: each counter's max lowered by its
+    /// previous window's count where kept, or with that count as its
+    /// [`Prior`], read by the store in the same call.
+    pub(super) fn counters(&self, limits: &[Limit], at: Duration) -> Vec<Counter> {
+        if self.known.is_empty() {
+            return limits.iter().map(|l| l.counter_at(at, 0)).collect();
         }
-        let known = previous.known(limits, now_secs);
-        let keys = limits
+        let now = at.as_secs();
+        limits
             .iter()
-            .zip(&known)
-            .filter(|(_, known)| known.is_none())
-            .filter_map(|(limit, _)| {
-                previous_index(limit, now_secs).map(|index| limit.counter_key(index))
+            .zip(&self.known)
+            .map(|(limit, known)| match known {
+                Some(count) => {
+                    let window = limit.rule().window();
+                    limit.counter_at(at, algorithm::weighted(window, now, *count))
+                }
+                None => Counter {
+                    prior: prior(limit, now),
+                    ..limit.counter_at(at, 0)
+                },
             })
-            .collect();
-        Plan {
-            known,
-            keys,
-            read: OnceLock::new(),
-        }
+            .collect()
     }
 
     /// Per limit its previous window's count (empty for a check without a
-    /// sliding limit): the kept ones, and the others read from `store` in
-    /// one call, by the check's first attempt that reads them. A retry
-    /// reuses them: the store answers a retry of an applied call with what
-    /// it applied, against the maxes these counts set.
-    pub(super) async fn read(
-        &self,
-        store: &dyn CounterStore,
-        deadline: Deadline,
-    ) -> Result<Vec<u64>, StoreError> {
-        if self.known.is_empty() {
-            return Ok(Vec::new());
-        }
-        if let Some(counts) = self.read.get() {
-            return Ok(counts.clone());
-        }
-        let counts = self.read_once(store, deadline).await?;
-        Ok(self.read.get_or_init(|| counts).clone())
-    }
-
-    async fn read_once(
-        &self,
-        store: &dyn CounterStore,
-        deadline: Deadline,
-    ) -> Result<Vec<u64>, StoreError> {
-        let read = if self.keys.is_empty() {
-            Vec::new()
-        } else {
-            reply::same_len(self.keys.len(), store.get(&self.keys, deadline).await?)?
-        };
-        for &count in &read {
-            reply::not_past_max_count(count)?;
-        }
-        let mut read = read.into_iter();
-        Ok(self
-            .known
+    /// sliding limit): the kept ones, and the others from `read`, the
+    /// priors' counts the store answered, in limit order.
+    pub(super) fn previous(&self, read: &[u64]) -> Vec<u64> {
+        let mut read = read.iter().copied();
+        self.known
             .iter()
             .map(|known| known.or_else(|| read.next()).unwrap_or(0))
-            .collect())
+            .collect()
     }
 
-    /// Keeps, in `previous`, the counts this plan read (`counts`, one per
-    /// limit, as [`read`](Plan::read) gave them at `at`) once final.
+    /// Keeps, in `previous`, the counts the store read for this plan
+    /// (`counts`, per limit as [`previous`](Plan::previous) gave them at
+    /// `at`) once final.
     pub(super) fn keep(&self, previous: &Previous, limits: &[Limit], counts: &[u64], at: Duration) {
-        if self.keys.is_empty() {
-            return;
-        }
         for ((limit, known), &count) in limits.iter().zip(&self.known).zip(counts) {
             if known.is_none() {
                 previous.keep(limit, at, count);
             }
         }
     }
+}
+
+/// The previous window of a sliding `limit` at `now_secs` as a [`Prior`]:
+/// its counter, weighed by the part of it still inside the last window
+/// ([`algorithm::weighted`]); none in window 0.
+fn prior(limit: &Limit, now_secs: u64) -> Option<Prior> {
+    let index = previous_index(limit, now_secs)?;
+    let window = limit.rule().window();
+    let (part, whole) = algorithm::share(window, now_secs);
+    Some(Prior {
+        key: limit.counter_key(index),
+        part,
+        whole,
+    })
 }
 
 /// The index of `limit`'s previous window at `now_secs`, for a sliding

@@ -109,6 +109,7 @@ impl Limiter {
                 cost: cost.min(MAX_COUNT),
                 max: usage.max(),
                 floor: 0,
+                prior: None,
             };
             let current = window.index(now);
             if back > 0 && usage.index() == current {

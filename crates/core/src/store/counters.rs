@@ -38,6 +38,51 @@ pub struct Counter {
     /// µs, and a count or reservation of it gives it a lifetime afresh
     /// ([`Counter::lifetime_at`]).
     pub floor: u64,
+    /// Another counter whose count, in part, lowers this one's max: a
+    /// sliding window's previous window, when the core does not know its
+    /// count already. `None` for most counters.
+    pub prior: Option<Prior>,
+}
+
+/// A counter whose count, weighed by `part / whole`, a [`Counter`] makes
+/// room for below its max: the previous window of a sliding window.
+///
+/// [`CounterStore::count`] and [`CounterStore::reserve`] read the prior's
+/// count `p` (0 when absent) in the same atomic step as the call, never
+/// write it, check the counter against [`Counter::max_after`] `p` and
+/// answer `p` after the counts; [`CounterStore::refund`] ignores priors.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Prior {
+    /// The prior counter's key (never one of the batch's counters).
+    pub key: String,
+    /// How much of its count counts: `floor(count × part / whole)`, with
+    /// `part ≤ whole`.
+    pub part: u64,
+    /// The whole `part` is a share of: 1 to
+    /// [`Window::MAX_SECS`](crate::Window::MAX_SECS) (the core gives a
+    /// window's length in seconds). A store may refuse a prior out of
+    /// these bounds as a malformed call.
+    pub whole: u64,
+}
+
+impl Prior {
+    /// `floor(count × part / whole)`, exact (in 128 bits); `count` itself
+    /// for a malformed prior (`whole` 0 or below `part`), never more.
+    #[inline]
+    pub fn weighed(&self, count: u64) -> u64 {
+        weigh(count, self.part, self.whole)
+    }
+}
+
+/// `floor(count × part / whole)`, exact; `count` when `whole` is 0 or
+/// below `part`.
+pub(crate) fn weigh(count: u64, part: u64, whole: u64) -> u64 {
+    if whole == 0 || part > whole {
+        return count;
+    }
+    let weighed = u128::from(count) * u128::from(part) / u128::from(whole);
+    // At most count: it fits back in a u64.
+    u64::try_from(weighed).unwrap_or(count)
 }
 
 impl Counter {
@@ -57,10 +102,15 @@ impl Counter {
     /// [`CounterStore::reserve`] applies to every counter.
     #[inline]
     pub fn fits(&self, count: u64) -> bool {
+        self.fits_within(count, self.max)
+    }
+
+    #[inline]
+    fn fits_within(&self, count: u64, max: u64) -> bool {
         count
             .max(self.floor)
             .checked_add(self.cost)
-            .is_some_and(|total| total <= self.max)
+            .is_some_and(|total| total <= max)
     }
 
     /// The lifetime a count or reservation that leaves the counter at
@@ -71,6 +121,26 @@ impl Counter {
     pub fn lifetime_at(&self, count: u64) -> Duration {
         let ahead = count.saturating_sub(self.floor).div_ceil(1_000);
         self.ttl.saturating_add(Duration::from_millis(ahead))
+    }
+
+    /// This counter's max once its [`prior`](Counter::prior), read at
+    /// `prior_count`, is weighed in: `max − floor(prior_count × part /
+    /// whole)`, never below 0. Its max itself when it has no prior.
+    #[inline]
+    pub fn max_after(&self, prior_count: u64) -> u64 {
+        match &self.prior {
+            Some(prior) => self.max.saturating_sub(prior.weighed(prior_count)),
+            None => self.max,
+        }
+    }
+
+    /// Whether this counter's cost fits on top of `count` within its
+    /// [`max_after`](Counter::max_after) its prior's count: what
+    /// [`CounterStore::reserve`] checks of a counter with a prior (the
+    /// same as [`fits`](Counter::fits) without one).
+    #[inline]
+    pub fn fits_after(&self, count: u64, prior_count: u64) -> bool {
+        self.fits_within(count, self.max_after(prior_count))
     }
 
     /// The count after giving this counter's cost back from `count`,
@@ -86,7 +156,9 @@ impl Counter {
 pub struct Reservation {
     /// Whether every cost was added (otherwise none was).
     pub applied: bool,
-    /// Per counter, in order: the new count when applied, else the current count.
+    /// Per counter, in order: the new count when applied, else the current
+    /// count; then each counter's [`prior`](Counter::prior)'s count, in
+    /// order.
     pub counts: Vec<u64>,
 }
 
@@ -135,6 +207,15 @@ pub struct Reservation {
 /// - [`reserve`](CounterStore::reserve) is atomic across the whole batch:
 ///   it adds every cost or none, exactly when every counter
 ///   [`fits`](Counter::fits).
+/// - A counter with a [`prior`](Counter::prior) is checked against its
+///   [`max_after`](Counter::max_after) the prior's count
+///   ([`Counter::fits_after`]), read in the same atomic step (0 when
+///   absent; the prior is never written, its lifetime left alone).
+///   [`count`](CounterStore::count) and [`reserve`](CounterStore::reserve)
+///   answer, after the counts, each prior's count, in counter order, and
+///   record them with the counts (a retry answers the same);
+///   [`refund`](CounterStore::refund) ignores priors. A prior's key is
+///   none of the batch's counters and no other counter's prior.
 /// - Counts are exact integers in `0..=`[`MAX_COUNT`]; arithmetic saturates
 ///   ([`Counter::added_to`], [`Counter::refunded_from`]), never wraps.
 /// - Concurrent callers (tasks, processes, machines sharing the store) never
@@ -165,7 +246,8 @@ pub trait CounterStore: Named {
     }
 
     /// Adds each counter's cost ([`Counter::added_to`]) and returns the new
-    /// counts, in order.
+    /// counts, in order, then the count of each counter's
+    /// [`prior`](Counter::prior), in order.
     async fn count(
         &self,
         counters: &[Counter],
@@ -173,8 +255,11 @@ pub trait CounterStore: Named {
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError>;
 
-    /// Adds every counter's cost if each [`fits`](Counter::fits), otherwise
-    /// adds none; atomic across the batch.
+    /// Adds every counter's cost if each [`fits`](Counter::fits) (within
+    /// its [`max_after`](Counter::max_after) its prior's count), otherwise
+    /// adds none; atomic across the batch. The reservation's counts end
+    /// with the count of each counter's [`prior`](Counter::prior), in
+    /// order.
     async fn reserve(
         &self,
         counters: &[Counter],
@@ -246,6 +331,7 @@ mod tests {
             cost,
             max,
             floor: 0,
+            prior: None,
         }
     }
 
@@ -315,6 +401,7 @@ mod tests {
     fn a_floor_raises_the_count_first() {
         let at = |floor| Counter {
             floor,
+            prior: None,
             ..counter(3, 110)
         };
         assert_eq!(at(100).added_to(5), 103, "raised to the floor");

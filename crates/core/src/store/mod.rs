@@ -18,7 +18,8 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 pub use check_id::CheckId;
-pub use counters::{Counter, CounterStore, MAX_COUNT, Reservation};
+pub(crate) use counters::weigh;
+pub use counters::{Counter, CounterStore, MAX_COUNT, Prior, Reservation};
 pub use marks::{Claim, MARK_DONE, MarkStore};
 pub use prefixed::Prefixed;
 

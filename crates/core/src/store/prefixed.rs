@@ -5,7 +5,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    CheckId, Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError,
+    CheckId, Claim, Counter, CounterStore, Deadline, MarkStore, Named, Prior, Reservation,
+    StoreError,
 };
 
 /// A store that writes `prefix` before every key, counters and marks alike,
@@ -64,6 +65,10 @@ impl<S> Prefixed<S> {
                 cost: counter.cost,
                 max: counter.max,
                 floor: counter.floor,
+                prior: counter.prior.as_ref().map(|prior| Prior {
+                    key: self.key(&prior.key),
+                    ..prior.clone()
+                }),
             })
             .collect()
     }

@@ -1,10 +1,13 @@
-//! A retried sliding check reads its previous window once: when the first
-//! attempt was applied and its answer lost, and a late write then grew the
-//! previous window, the retry is answered what the first attempt applied,
-//! against the maxes it was applied with.
+//! A sliding check's previous window: read by the store with the check (a
+//! [`Prior`](tollgate_core::Prior) on its counter, one store call) until
+//! its count is final, then kept; and a retried check is answered the
+//! count its first attempt read: when that attempt was applied and its
+//! answer lost, and a late write then grew the previous window, the retry
+//! is answered what the first attempt applied, against the max it was
+//! applied with.
 #![allow(clippy::unwrap_used)]
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,6 +25,10 @@ struct LoseFirst {
     previous_key: String,
     late: u64,
     reserves: AtomicU32,
+    /// Counters with a prior, over every reservation.
+    priors: AtomicUsize,
+    /// Calls of `get`.
+    gets: AtomicUsize,
 }
 impl Named for LoseFirst {
     fn name(&self) -> &'static str {
@@ -39,14 +46,17 @@ impl CounterStore for LoseFirst {
         id: CheckId,
         d: Deadline,
     ) -> Result<Reservation, StoreError> {
+        let priors = c.iter().filter(|c| c.prior.is_some()).count();
+        self.priors.fetch_add(priors, Ordering::SeqCst);
         let r = self.inner.reserve(c, id, d).await?;
-        if self.reserves.fetch_add(1, Ordering::SeqCst) == 0 {
+        if self.reserves.fetch_add(1, Ordering::SeqCst) == 0 && self.late > 0 {
             let late = Counter {
                 key: self.previous_key.clone(),
                 ttl: Duration::from_secs(120),
                 cost: self.late,
                 max: 1 << 53,
                 floor: 0,
+                prior: None,
             };
             self.inner.count(&[late], CheckId::new(), d).await?;
             return Err(StoreError::Connection("lost".into()));
@@ -62,6 +72,7 @@ impl CounterStore for LoseFirst {
         self.inner.refund(c, id, d).await
     }
     async fn get(&self, k: &[String], d: Deadline) -> Result<Vec<u64>, StoreError> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
         self.inner.get(k, d).await
     }
     async fn delete(&self, k: &str, d: Deadline) -> Result<bool, StoreError> {
@@ -83,6 +94,8 @@ async fn a_retry_reuses_the_previous_counts_its_first_attempt_read() {
         previous_key: limit.counter_key(index - 1),
         late: 5,
         reserves: AtomicU32::new(0),
+        priors: AtomicUsize::new(0),
+        gets: AtomicUsize::new(0),
     });
     let limiter = Limiter::builder(store.clone())
         .clock(clock.clone())
@@ -114,4 +127,78 @@ async fn a_retry_reuses_the_previous_counts_its_first_attempt_read() {
         got.unwrap_or_else(|e| panic!("a lost answer + a late write to the previous window: {e}"));
     assert!(verdict.is_allowed() && verdict.has_spent());
     assert_eq!(store.reserves.load(Ordering::SeqCst), 2, "retried once");
+}
+
+/// A sliding limit sends its previous window as a prior with the check
+/// (one store call, no `get`) until that count is final, then keeps it: a
+/// later check of the key sends none; a fixed window never does.
+#[tokio::test]
+async fn a_sliding_limit_has_the_store_read_its_previous_window_until_the_count_is_final() {
+    // Half a second into window 1000: window 999 may still grow.
+    let clock = ManualClock::new(Duration::from_millis(1_000 * 60 * 1000 + 500));
+    let rule = Rule::new("smooth", 5, Window::MINUTE)
+        .unwrap()
+        .with_algorithm(Algorithm::Sliding);
+    let sliding = [rule.limit::<&str>(&[]).unwrap()];
+    let store = Arc::new(LoseFirst {
+        inner: MemoryStore::with_clock(clock.clone()),
+        previous_key: sliding[0].counter_key(999),
+        late: 0,
+        reserves: AtomicU32::new(0),
+        priors: AtomicUsize::new(0),
+        gets: AtomicUsize::new(0),
+    });
+    // The previous window holds 4: at 0.5 s, all of it still weighs.
+    let four = Counter {
+        cost: 4,
+        ..sliding[0].counter(999 * 60)
+    };
+    let at = Deadline::after(Duration::from_secs(1));
+    store
+        .inner
+        .count(&[four], CheckId::new(), at)
+        .await
+        .unwrap();
+    let limiter = Limiter::builder(store.clone())
+        .clock(clock.clone())
+        .cache(0)
+        .build();
+    let first = limiter.reserve(&sliding).await.unwrap();
+    assert!(first.is_allowed(), "4 + 1 fits 5");
+    assert!(
+        !limiter.reserve(&sliding).await.unwrap().is_allowed(),
+        "4 + 1 + 1 does not"
+    );
+    assert_eq!(
+        store.priors.load(Ordering::SeqCst),
+        2,
+        "sent with each check"
+    );
+    // Five seconds (more than the default check budget) and a second after
+    // the window's end: read once more, then kept (a twelfth of 4 has gone).
+    clock.advance(Duration::from_millis(5_500));
+    for _ in 0..3 {
+        limiter.reserve(&sliding).await.unwrap();
+    }
+    assert_eq!(
+        store.priors.load(Ordering::SeqCst),
+        3,
+        "kept after one more read"
+    );
+    assert_eq!(store.reserves.load(Ordering::SeqCst), 5);
+    assert_eq!(
+        store.gets.load(Ordering::SeqCst),
+        0,
+        "a check never reads apart"
+    );
+    let fixed = Rule::new("fixed", 5, Window::MINUTE).unwrap();
+    limiter
+        .reserve(&[fixed.limit::<&str>(&[]).unwrap()])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.priors.load(Ordering::SeqCst),
+        3,
+        "a fixed window has none"
+    );
 }
