@@ -5,8 +5,10 @@
 //! The records of a batch are written as one row of the `calls` table, in
 //! the batch's transaction, just before it commits: one insert per batch,
 //! not per call. The row holds, per call, its id, whether it applied and
-//! the counts it answered; it lives as long as the longest-lived record in
-//! it (a check's budget plus the skew margin).
+//! the counts it answered (a count's or reservation's priors' counts
+//! included, so a retry answers the priors its first attempt read); it
+//! lives as long as the longest-lived record in it (a check's budget plus
+//! the skew margin).
 //!
 //! A call's attempts all go through one store (a limiter holds one), so
 //! through one worker thread: a record in the file whose id this thread has

@@ -17,6 +17,13 @@
 //! `RETURNING`: SQLite would build a temporary table for every such
 //! statement, which costs more than reading the row first.
 //!
+//! A counter with a [`prior`](Counter::prior) is checked against its
+//! [`Counter::max_after`] the prior's live count, read with [`COUNT`] in the
+//! same transaction before any of the call's writes (0 when absent or
+//! expired; the prior's row is never written, deleted nor renewed), and
+//! [`count`] and [`reserve`] answer the priors' counts after the counters',
+//! in counter order. A call without a prior runs no statement for priors.
+//!
 //! A counter call runs [`once`]: an attempt whose call this worker
 //! recorded before looks the record up (among the batch's, or in its row
 //! of `calls`), and one found (an earlier attempt, committed or in the same
@@ -220,52 +227,76 @@ fn to_stored(count: u64) -> Result<i64> {
     i64::try_from(count).map_err(|err| rusqlite::Error::ToSqlConversionFailure(Box::new(err)))
 }
 
-/// Adds every counter's cost (raised to its floor first), saturating; the
-/// new counts, in order.
-pub(crate) fn count(conn: &Connection, counters: &[Counter], now: Duration) -> Result<Vec<u64>> {
+/// How many counts a count or reservation of `counters` answers: one per
+/// counter, then one per counter with a [`prior`](Counter::prior).
+pub(crate) fn replied(counters: &[Counter]) -> usize {
+    counters.len() + counters.iter().filter(|c| c.prior.is_some()).count()
+}
+
+/// The live count of each counter's [`prior`](Counter::prior), in counter
+/// order, 0 when absent or expired. Only reads: a prior's row and lifetime
+/// are left as they are (an expired one too, which a write would replace).
+/// Empty, running no statement, when no counter has a prior.
+fn priors(conn: &Connection, counters: &[Counter], now: Duration) -> Result<Vec<u64>> {
     counters
         .iter()
-        .map(|c| {
-            let before = current(conn, &c.key, now)?;
-            let after = c.added_to(before.unwrap_or(0));
-            write(conn, c, before, after, Lifetime::of_added(c), now)
-        })
+        .filter_map(|c| c.prior.as_ref())
+        .map(|prior| Ok(current(conn, &prior.key, now)?.unwrap_or(0)))
         .collect()
 }
 
-/// Adds every counter's cost if each [fits](Counter::fits), else none and
-/// returns the current counts.
+/// Adds every counter's cost (raised to its floor first), saturating; the
+/// new counts, in order, then each counter's prior's count, in order (read
+/// before the writes).
+pub(crate) fn count(conn: &Connection, counters: &[Counter], now: Duration) -> Result<Vec<u64>> {
+    let priors = priors(conn, counters, now)?;
+    let mut counts = Vec::with_capacity(counters.len() + priors.len());
+    for c in counters {
+        let before = current(conn, &c.key, now)?;
+        let after = c.added_to(before.unwrap_or(0));
+        counts.push(write(conn, c, before, after, Lifetime::of_added(c), now)?);
+    }
+    counts.extend(priors);
+    Ok(counts)
+}
+
+/// Adds every counter's cost if each [fits](Counter::fits) (within its
+/// [`max_after`](Counter::max_after) its prior's count), else none and
+/// returns the current counts; then, either way, each counter's prior's
+/// count, in order.
 pub(crate) fn reserve(
     conn: &Connection,
     counters: &[Counter],
     now: Duration,
 ) -> Result<Reservation> {
+    let priors = priors(conn, counters, now)?;
     let before = counters
         .iter()
         .map(|c| current(conn, &c.key, now))
         .collect::<Result<Vec<Option<u64>>>>()?;
-    if !counters
-        .iter()
-        .zip(&before)
-        .all(|(c, count)| c.fits(count.unwrap_or(0)))
-    {
-        return Ok(Reservation {
-            applied: false,
-            counts: before.into_iter().map(|n| n.unwrap_or(0)).collect(),
-        });
-    }
-    // Within its max, a cost is `added_to` the count unchanged (it only
-    // saturates for a max above 2^53, which no rule has).
-    let counts = counters
-        .iter()
-        .zip(before)
-        .map(|(c, before)| {
+    let mut prior = priors.iter().copied();
+    let fits = counters.iter().zip(&before).all(|(c, count)| {
+        let count = count.unwrap_or(0);
+        match c.prior {
+            // `priors` holds one count per counter with a prior, in order.
+            Some(_) => c.fits_after(count, prior.next().unwrap_or(0)),
+            None => c.fits(count),
+        }
+    });
+    let mut counts = Vec::with_capacity(counters.len() + priors.len());
+    if fits {
+        // Within its max, a cost is `added_to` the count unchanged (it only
+        // saturates for a max above 2^53, which no rule has).
+        for (c, before) in counters.iter().zip(before) {
             let after = c.added_to(before.unwrap_or(0));
-            write(conn, c, before, after, Lifetime::of_added(c), now)
-        })
-        .collect::<Result<Vec<u64>>>()?;
+            counts.push(write(conn, c, before, after, Lifetime::of_added(c), now)?);
+        }
+    } else {
+        counts.extend(before.into_iter().map(|n| n.unwrap_or(0)));
+    }
+    counts.extend(priors);
     Ok(Reservation {
-        applied: true,
+        applied: fits,
         counts,
     })
 }

@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 use tollgate_core::{
     CheckId, Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError,
-    async_trait,
+    Window, async_trait,
 };
 
 use crate::error::{queue_full, worker_gone};
@@ -116,6 +116,33 @@ impl SqliteStore {
     }
 }
 
+/// Refuses a count or reservation with a malformed
+/// [`prior`](Counter::prior) (a `whole` of 0 or above
+/// [`Window::MAX_SECS`], or a `part` above it) as a permanent
+/// [`StoreError::Backend`], before it is queued. How many counts the call
+/// answers otherwise ([`ops::replied`]).
+fn well_formed(counters: &[Counter]) -> Result<usize, StoreError> {
+    let malformed = counters.iter().find_map(|c| {
+        c.prior
+            .as_ref()
+            .filter(|p| p.whole == 0 || p.whole > Window::MAX_SECS || p.part > p.whole)
+    });
+    match malformed {
+        None => Ok(ops::replied(counters)),
+        Some(prior) => Err(StoreError::Backend(
+            format!(
+                "a malformed prior of {}: {} parts of {} (a whole is 1 to {}, a part at most \
+                 the whole)",
+                prior.key,
+                prior.part,
+                prior.whole,
+                Window::MAX_SECS
+            )
+            .into(),
+        )),
+    }
+}
+
 /// The reply of a counter call that always applies (a count, a refund).
 fn applied(counts: Vec<u64>) -> Reservation {
     Reservation {
@@ -138,11 +165,12 @@ impl CounterStore for SqliteStore {
         id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
+        let replied = well_formed(counters)?;
         let counters = counters.to_vec();
         let call = Once::new(id, deadline);
         let reply = self
             .call(deadline, move |conn, now| {
-                ops::once(conn, &call, counters.len(), now, || {
+                ops::once(conn, &call, replied, now, || {
                     ops::count(conn, &counters, now).map(applied)
                 })
             })
@@ -156,10 +184,11 @@ impl CounterStore for SqliteStore {
         id: CheckId,
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
+        let replied = well_formed(counters)?;
         let counters = counters.to_vec();
         let call = Once::new(id, deadline);
         self.call(deadline, move |conn, now| {
-            ops::once(conn, &call, counters.len(), now, || {
+            ops::once(conn, &call, replied, now, || {
                 ops::reserve(conn, &counters, now)
             })
         })

@@ -18,6 +18,7 @@ fn counter(key: &str) -> Counter {
         cost: 1,
         max: 10,
         floor: 0,
+        prior: None,
     }
 }
 
@@ -561,4 +562,105 @@ fn a_call_that_loses_the_transaction_fails_its_batch_with_its_own_error() {
         assert!(chain.contains("disk full"), "{chain}");
     }
     assert_eq!(stored(&worker, "a"), 0);
+}
+
+/// The counter `c`, of cost 1 within 3, less all of the prior `p`'s count.
+fn weighed() -> Counter {
+    Counter {
+        max: 3,
+        prior: Some(tollgate_core::Prior {
+            key: "p".into(),
+            part: 1,
+            whole: 1,
+        }),
+        ..counter("c")
+    }
+}
+
+/// Reserves [`weighed`] as the call `id` (an attempt of it), recording it.
+fn reserve_as(id: u128) -> (Box<dyn Job>, Answer<tollgate_core::Reservation>) {
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let once = ops::Once::new(tollgate_core::CheckId::from_u128(id), deadline);
+    call(Duration::from_secs(10), move |conn, now| {
+        let counters = [weighed()];
+        ops::once(conn, &once, ops::replied(&counters), now, || {
+            ops::reserve(conn, &counters, now)
+        })
+    })
+}
+
+/// Counts `key` by `cost`, without an id.
+fn count_by_cost(key: &'static str, cost: u64) -> (Box<dyn Job>, Answer<Vec<u64>>) {
+    call(Duration::from_secs(10), move |conn, now| {
+        ops::count(
+            conn,
+            &[Counter {
+                cost,
+                ..counter(key)
+            }],
+            now,
+        )
+    })
+}
+
+fn reservation(applied: bool, counts: &[u64]) -> tollgate_core::Reservation {
+    tollgate_core::Reservation {
+        applied,
+        counts: counts.to_vec(),
+    }
+}
+
+/// In a batch, a prior is read where its call runs: after the writes of the
+/// calls before it, without those of a call that failed alone (the batch
+/// then runs again with savepoints), and a retry of the call in the same
+/// batch or a later one answers the prior's count its first attempt read.
+#[test]
+fn a_prior_in_a_batch_reads_the_calls_before_it_and_its_retries_answer_what_it_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let worker = worker(&dir);
+    let (first, first_answer) = count_by_cost("p", 1);
+    let (failing, failing_answer) = call(Duration::from_secs(10), |conn, now| {
+        ops::count(
+            conn,
+            &[Counter {
+                cost: 5,
+                ..counter("p")
+            }],
+            now,
+        )?;
+        Err::<(), _>(rusqlite::Error::QueryReturnedNoRows)
+    });
+    let (reserved, reserved_answer) = reserve_as(11);
+    let (more, more_answer) = count_by_cost("p", 2);
+    let (again, again_answer) = reserve_as(11);
+    worker.serve(vec![first, failing, reserved, more, again]);
+    assert_eq!(first_answer.blocking_recv().unwrap().unwrap(), vec![1]);
+    assert!(failing_answer.blocking_recv().unwrap().is_err());
+    assert_eq!(
+        reserved_answer.blocking_recv().unwrap().unwrap(),
+        reservation(true, &[1, 1]),
+        "0 + 1 fits 3 less the prior's 1 (its rolled-back 5 unseen)"
+    );
+    assert_eq!(more_answer.blocking_recv().unwrap().unwrap(), vec![3]);
+    assert_eq!(
+        again_answer.blocking_recv().unwrap().unwrap(),
+        reservation(true, &[1, 1]),
+        "a retry in the same batch answered another prior's count"
+    );
+
+    let (retried, retried_answer) = reserve_as(11);
+    let (next, next_answer) = reserve_as(12);
+    worker.serve(vec![retried, next]);
+    assert_eq!(
+        retried_answer.blocking_recv().unwrap().unwrap(),
+        reservation(true, &[1, 1]),
+        "a retry in a later batch answered another prior's count"
+    );
+    assert_eq!(
+        next_answer.blocking_recv().unwrap().unwrap(),
+        reservation(false, &[1, 3]),
+        "1 + 1 fits 3 less the prior's 3"
+    );
+    assert_eq!(stored(&worker, "c"), 1, "a retry was applied");
+    assert_eq!(stored(&worker, "p"), 3, "a prior was written");
 }

@@ -21,6 +21,7 @@ fn counter(key: String) -> Counter {
         cost: 1,
         max: 100,
         floor: 0,
+        prior: None,
     }
 }
 

@@ -13,6 +13,7 @@ fn counter() -> Counter {
         cost: 1,
         max: 10,
         floor: 0,
+        prior: None,
     }
 }
 

@@ -42,6 +42,7 @@ async fn a_new_file_gets_the_versioned_schema_and_works() {
         cost: 1,
         max: 1,
         floor: 0,
+        prior: None,
     };
     assert_eq!(
         store
@@ -146,6 +147,7 @@ async fn a_version_2_file_made_before_call_records_gets_their_table() {
         cost: 1,
         max: 100,
         floor: 0,
+        prior: None,
     };
     let id = CheckId::new();
     let batch = std::slice::from_ref(&counter);

@@ -98,6 +98,7 @@ async fn burst(store: SqliteStore, key: &str) {
         cost: 1,
         max: u64::MAX,
         floor: 0,
+        prior: None,
     };
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..16 {

@@ -18,6 +18,7 @@ fn counter(key: &str) -> Counter {
         cost: 1,
         max: u64::MAX,
         floor: 0,
+        prior: None,
     }
 }
 
