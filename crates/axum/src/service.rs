@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use http::Request;
 use tower::{Layer, Service};
 
-use crate::{Guard, fields};
+use crate::{Guard, fields, held};
 
 impl<S> Layer<S> for Guard {
     type Service = Guarded<S>;
@@ -58,7 +58,7 @@ where
             let response = inner.call(Request::from_parts(parts, body)).await?;
             let mut response = response.into_response();
             fields::insert(&verdict, response.headers_mut());
-            Ok(response)
+            Ok(held::hold(response, verdict.leases()))
         })
     }
 }

@@ -1,6 +1,7 @@
 //! `tollgate rules check FILE`: validates a rules file and lists its rules,
-//! each with its shape (`fixed`, `sliding` or `gcra`) and, for GCRA, its
-//! burst.
+//! each with its shape (`fixed`, `sliding`, `gcra` or `concurrency`) and,
+//! for GCRA, its burst. A concurrency rule's max is how many leases its key
+//! may hold at once, its window a lease's lifetime.
 
 use serde_json::json;
 use tollgate::{Algorithm, Rule};
@@ -58,8 +59,10 @@ pub(crate) fn run(args: &CheckArgs) -> Result<String, Failure> {
 }
 
 /// A rule as JSON: its name, max, window (as written and in seconds), shape
-/// (`algorithm`: `fixed`, `sliding` or `gcra`), for a GCRA rule its `burst`
-/// (no such key for the other shapes), key parts, unit and flags.
+/// (`algorithm`: `fixed`, `sliding`, `gcra` or `concurrency`), for a GCRA
+/// rule its `burst` and for a concurrency rule its `concurrency` and
+/// `lease_secs` (no such keys for the other shapes), key parts, unit and
+/// flags.
 pub(crate) fn rule_json(rule: &Rule) -> serde_json::Value {
     let mut out = json!({
         "name": rule.name(),
@@ -74,6 +77,10 @@ pub(crate) fn rule_json(rule: &Rule) -> serde_json::Value {
     });
     if let (Some(burst), Some(fields)) = (burst(rule), out.as_object_mut()) {
         fields.insert("burst".into(), burst.into());
+    }
+    if let (Some(lease), Some(fields)) = (rule.lease(), out.as_object_mut()) {
+        fields.insert("concurrency".into(), rule.max().into());
+        fields.insert("lease_secs".into(), lease.as_secs().into());
     }
     out
 }

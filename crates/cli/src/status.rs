@@ -74,9 +74,18 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
         (_, true) => "yes (a shadow rule: reported, never refusing)",
         _ => "no",
     };
+    let leases = usage.algorithm() == tollgate::Algorithm::Concurrency;
     // A full GCRA bucket has nothing to get back: no time to wait for.
     let reset = if burst.is_some() && count <= 0 && !usage.is_over() {
         "now (the bucket is full)".to_owned()
+    } else if leases && count <= 0 {
+        "now (no lease held)".to_owned()
+    } else if leases {
+        format!(
+            "when the first lease held ends: {} (in {} s)",
+            time::rfc3339(usage.reset()),
+            usage.retry_after()
+        )
     } else {
         format!(
             "{} (in {} s)",
@@ -95,7 +104,7 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
                 key.join(", ")
             },
         ),
-        ("count", count.to_string()),
+        (if leases { "held" } else { "count" }, count.to_string()),
         ("remaining", usage.remaining().to_string()),
         ("max", usage.max().to_string()),
     ];
@@ -104,7 +113,10 @@ pub(crate) async fn run(args: &LimitArgs) -> Result<String, Failure> {
     }
     rows.extend([
         ("unit", usage.unit().to_string()),
-        ("window", usage.window().to_string()),
+        (
+            if leases { "lease" } else { "window" },
+            usage.window().to_string(),
+        ),
         ("algorithm", usage.algorithm().to_string()),
         ("reset", reset),
         ("over", over.to_owned()),

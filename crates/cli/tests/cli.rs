@@ -181,7 +181,7 @@ fn rules_check_lists_every_shipped_rule_with_its_shape() {
             "no"
         ]
     );
-    assert!(table.ends_with("valid, 10 rules\n"), "{table}");
+    assert!(table.ends_with("valid, 12 rules\n"), "{table}");
     let header = table.lines().next().unwrap();
     assert_eq!(
         header.split_whitespace().collect::<Vec<_>>(),
@@ -196,22 +196,33 @@ fn rules_check_lists_every_shipped_rule_with_its_shape() {
             "shadow"
         ]
     );
-    // The shipped defaults are the seed's fixed windows.
+    // The shipped defaults are the seed's fixed windows, and two in-flight
+    // limits of the ask route.
     let rows = table.lines().skip(1).take_while(|l| !l.is_empty());
     for row in rows {
+        let shape = if row.starts_with("ask-inflight") {
+            "concurrency"
+        } else {
+            "fixed"
+        };
         assert_eq!(
             row.split("  ")
                 .filter(|c| !c.is_empty())
                 .nth(3)
                 .map(str::trim),
-            Some("fixed"),
+            Some(shape),
             "{row}"
         );
     }
 
     let json = tollgate(&["rules", "check", "--json", path]).json();
     let rules = json["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), 10);
+    assert_eq!(rules.len(), 12);
+    let inflight = rules.iter().find(|r| r["name"] == "ask-inflight").unwrap();
+    assert_eq!(
+        (&inflight["concurrency"], &inflight["lease_secs"]),
+        (&serde_json::json!(2), &serde_json::json!(60))
+    );
     let ask = rules.iter().find(|r| r["name"] == "ask").unwrap();
     assert_eq!(
         *ask,
@@ -224,7 +235,12 @@ fn rules_check_lists_every_shipped_rule_with_its_shape() {
     assert_eq!(github["window_secs"], 3600);
     let site = rules.iter().find(|r| r["name"] == "ask-site").unwrap();
     assert_eq!(site["public"], false);
-    assert!(rules.iter().all(|r| r["algorithm"] == "fixed"), "{json:#}");
+    assert!(
+        rules
+            .iter()
+            .all(|r| r["algorithm"] == "fixed" || r["concurrency"].is_u64()),
+        "{json:#}"
+    );
 }
 
 #[test]

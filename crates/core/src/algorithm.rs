@@ -46,16 +46,23 @@ pub enum Algorithm {
     /// after a quiet spell (see `gcra`). One counter per key, holding a
     /// time.
     Gcra,
+    /// In flight: at most `max` calls at once per key, each holding a
+    /// lease from its check until it is released (or its holder crashes
+    /// and it expires: the rule's window is the lease's lifetime). In a
+    /// rules file, `concurrency = N` and `lease = "60s"`. One counter per
+    /// key, holding lease ids.
+    Concurrency,
 }
 
 impl Algorithm {
     /// The name in a rules file, in metrics and in a 429's body: `fixed`,
-    /// `sliding` or `gcra`.
+    /// `sliding`, `gcra` or `concurrency`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Algorithm::Fixed => "fixed",
             Algorithm::Sliding => "sliding",
             Algorithm::Gcra => "gcra",
+            Algorithm::Concurrency => "concurrency",
         }
     }
 }
@@ -69,12 +76,13 @@ impl fmt::Display for Algorithm {
 impl FromStr for Algorithm {
     type Err = Error;
 
-    /// `fixed`, `sliding` or `gcra`.
+    /// `fixed`, `sliding`, `gcra` or `concurrency`.
     fn from_str(text: &str) -> Result<Algorithm, Error> {
         match text {
             "fixed" => Ok(Algorithm::Fixed),
             "sliding" => Ok(Algorithm::Sliding),
             "gcra" => Ok(Algorithm::Gcra),
+            "concurrency" => Ok(Algorithm::Concurrency),
             other => Err(Error::InvalidAlgorithm(other.to_owned())),
         }
     }
@@ -220,7 +228,12 @@ mod tests {
 
     #[test]
     fn names_parse_and_print_both_ways() {
-        for algorithm in [Algorithm::Fixed, Algorithm::Sliding, Algorithm::Gcra] {
+        for algorithm in [
+            Algorithm::Fixed,
+            Algorithm::Sliding,
+            Algorithm::Gcra,
+            Algorithm::Concurrency,
+        ] {
             assert_eq!(
                 algorithm.as_str().parse::<Algorithm>().ok(),
                 Some(algorithm)

@@ -8,6 +8,8 @@ use crate::{Algorithm, Counter, Error, Rule, gcra};
 
 /// What a GCRA limit's counter key ends in, after `limit:<key>:`.
 const GCRA_SUFFIX: &str = "gcra";
+/// The last part of a concurrency limit's one counter: `limit:<key>:lease`.
+const LEASE_SUFFIX: &str = "lease";
 
 /// The longest key part accepted, in bytes.
 pub const MAX_PART_LEN: usize = 256;
@@ -95,11 +97,13 @@ impl Limit {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCost`] for 0 or a cost over [`MAX_COUNT`]. A cost
-    /// above the rule's max is accepted: a reservation always refuses it,
-    /// and a count takes it and is over.
+    /// [`Error::InvalidCost`] for 0, a cost over [`MAX_COUNT`], or any
+    /// cost but 1 of a [concurrency](Algorithm::Concurrency) limit (a call
+    /// holds one lease). A cost above the rule's max is accepted: a
+    /// reservation always refuses it, and a count takes it and is over.
     pub fn with_cost(mut self, cost: u64) -> Result<Limit, Error> {
-        if cost == 0 || cost > MAX_COUNT {
+        let lease = self.rule.algorithm() == Algorithm::Concurrency;
+        if cost == 0 || cost > MAX_COUNT || (lease && cost != 1) {
             return Err(Error::InvalidCost(cost));
         }
         self.cost = cost;
@@ -171,20 +175,21 @@ impl Limit {
     }
 
     /// The key of the counter a check at `now_secs` spends on: the current
-    /// window's, `limit:<key>:<index>`, or a GCRA limit's one counter,
-    /// `limit:<key>:gcra`.
+    /// window's, `limit:<key>:<index>`, a GCRA limit's one counter,
+    /// `limit:<key>:gcra`, or a concurrency limit's set of leases,
+    /// `limit:<key>:lease`.
     pub fn current_key(&self, now_secs: u64) -> String {
-        match self.rule.algorithm() {
-            Algorithm::Gcra => {
-                let mut key = String::with_capacity(self.stored.len() + GCRA_SUFFIX.len());
-                key.push_str(&self.stored);
-                key.push_str(GCRA_SUFFIX);
-                key
-            }
+        let suffix = match self.rule.algorithm() {
+            Algorithm::Gcra => GCRA_SUFFIX,
+            Algorithm::Concurrency => LEASE_SUFFIX,
             Algorithm::Fixed | Algorithm::Sliding => {
-                self.counter_key(self.rule.window().index(now_secs))
+                return self.counter_key(self.rule.window().index(now_secs));
             }
-        }
+        };
+        let mut key = String::with_capacity(self.stored.len() + suffix.len());
+        key.push_str(&self.stored);
+        key.push_str(suffix);
+        key
     }
 
     /// The ceiling of this limit's counter: its rule's max, or for a shadow

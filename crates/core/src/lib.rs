@@ -11,6 +11,7 @@ mod error;
 mod failure;
 mod gcra;
 mod key;
+mod lease;
 mod limiter;
 pub mod observe;
 mod reply;
@@ -34,11 +35,12 @@ pub use deadline::Deadline;
 pub use dedup::{Deliveries, Delivery};
 pub use error::{BoxError, Error, StoreError};
 pub use key::{KEY_PREFIX, Limit, MAX_PART_LEN};
+pub use lease::Lease;
 pub use limiter::{Limiter, LimiterBuilder, Mode, Policy};
 pub use retry::RetryPolicy;
 pub use rule::{DEFAULT_RULES_TOML, MAX_MAX, MAX_NAME_LEN, Rule, RuleSet};
 pub use store::{
-    CheckId, Claim, Counter, CounterStore, MARK_DONE, MAX_COUNT, MarkStore, Named, Prefixed, Prior,
+    CheckId, Claim, Counter, CounterStore, Leases, MARK_DONE, MAX_COUNT, MarkStore, Named, Prefixed, Prior,
     Reservation, Store,
 };
 #[cfg(feature = "test-util")]

@@ -2,8 +2,9 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `tollgate_checks_total` | counter | `rule`; `algorithm`: the rule's shape, `fixed`, `sliding` or `gcra` ([`Algorithm::as_str`](crate::Algorithm::as_str)); `outcome`: see below |
-//! | `tollgate_store_call_seconds` | histogram | `store`, `op`: `count`, `reserve`, `refund`, `get`, `delete`, `claim`, `finish`, `release` |
+//! | `tollgate_checks_total` | counter | `rule`; `algorithm`: the rule's shape, `fixed`, `sliding`, `gcra` or `concurrency` ([`Algorithm::as_str`](crate::Algorithm::as_str)); `outcome`: see below |
+//! | `tollgate_store_call_seconds` | histogram | `store`, `op`: `count`, `reserve`, `refund`, `get`, `delete`, `claim`, `finish`, `release`, `renew-lease`, `end-lease`, `leases` |
+//! | `tollgate_leases_total` | counter | `rule`; `event`: `acquired`, `refused` (none free), `released`, `renewed`, `reclaimed` (found expired by an acquire: its holder never released it) |
 //! | `tollgate_store_errors_total` | counter | `store`, `kind`: `connection`, `timeout`, `busy`, `invalid-reply`, `backend` |
 //! | `tollgate_cache_entries` | gauge | |
 //! | `tollgate_breaker_open` | gauge | `store`: 1 while its breaker is open, else 0 |
@@ -50,6 +51,40 @@ pub const BREAKER_OPEN: &str = "tollgate_breaker_open";
 pub const BREAKER_TRANSITIONS: &str = "tollgate_breaker_transitions_total";
 /// Checks answered by their policy without the store, its breaker open.
 pub const BREAKER_ANSWERED: &str = "tollgate_breaker_answered_total";
+/// Leases of concurrency rules, by rule and event.
+pub const LEASES: &str = "tollgate_leases_total";
+
+/// What happened to leases of a concurrency rule ([`LEASES`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // TEMP: until leases are taken
+pub(crate) enum LeaseEvent {
+    Acquired,
+    Refused,
+    Released,
+    Renewed,
+    Reclaimed,
+}
+
+impl LeaseEvent {
+    fn as_str(self) -> &'static str {
+        match self {
+            LeaseEvent::Acquired => "acquired",
+            LeaseEvent::Refused => "refused",
+            LeaseEvent::Released => "released",
+            LeaseEvent::Renewed => "renewed",
+            LeaseEvent::Reclaimed => "reclaimed",
+        }
+    }
+}
+
+/// Counts `n` leases of `rule` that `event` happened to.
+pub(crate) fn lease(rule: &Rule, event: LeaseEvent, n: u64) {
+    if n == 0 {
+        return;
+    }
+    let name = metrics::SharedString::from(Arc::clone(rule.shared_name()));
+    metrics::counter!(LEASES, "rule" => name, "event" => event.as_str()).increment(n);
+}
 
 /// How a check ended, for one of its rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,11 +228,17 @@ pub enum Op {
     Finish,
     /// [`MarkStore::release`](crate::MarkStore::release).
     Release,
+    /// [`CounterStore::renew_lease`](crate::CounterStore::renew_lease).
+    RenewLease,
+    /// [`CounterStore::end_lease`](crate::CounterStore::end_lease).
+    EndLease,
+    /// [`CounterStore::leases`](crate::CounterStore::leases).
+    Leases,
 }
 
 impl Op {
     /// Every operation, in order.
-    pub const ALL: [Op; 8] = [
+    pub const ALL: [Op; 11] = [
         Op::Count,
         Op::Reserve,
         Op::Refund,
@@ -206,6 +247,9 @@ impl Op {
         Op::Claim,
         Op::Finish,
         Op::Release,
+        Op::RenewLease,
+        Op::EndLease,
+        Op::Leases,
     ];
 
     /// The operation's name: `count`, `reserve`, ….
@@ -219,6 +263,9 @@ impl Op {
             Op::Claim => "claim",
             Op::Finish => "finish",
             Op::Release => "release",
+            Op::RenewLease => "renew-lease",
+            Op::EndLease => "end-lease",
+            Op::Leases => "leases",
         }
     }
 }
@@ -236,7 +283,7 @@ pub(crate) struct StoreCalls {
 }
 
 struct Handles {
-    latency: [metrics::Histogram; 8],
+    latency: [metrics::Histogram; Op::ALL.len()],
     errors: [metrics::Counter; 5],
 }
 

@@ -119,6 +119,12 @@ pub(crate) fn seen(
             let count = u64::try_from(max.saturating_sub(state.remaining)).unwrap_or(0);
             Usage::new(limit, key, count, now, past).gcra(&state, now)
         }
+        Algorithm::Concurrency => {
+            // `previous` is the ms until the first lease held ends.
+            let wait = previous.div_ceil(1_000).min(rule.window().secs());
+            Usage::new(limit, key, current, now, past_max(limit, current, refused))
+                .leased(wait, now)
+        }
         Algorithm::Fixed => Usage::new(limit, key, current, now, past_max(limit, current, refused)),
     }
 }

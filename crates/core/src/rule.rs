@@ -235,25 +235,53 @@ impl Rule {
     }
 
     /// The most units one call may spend on the rule: its burst for GCRA,
-    /// else its max. A cost above it never fits, however long the caller
-    /// waits.
+    /// one lease for [`Algorithm::Concurrency`], else its max. A cost above
+    /// it never fits, however long the caller waits.
     pub fn capacity(&self) -> u64 {
         match self.0.algorithm {
             Algorithm::Gcra => self.0.burst,
+            Algorithm::Concurrency => 1,
             Algorithm::Fixed | Algorithm::Sliding => self.0.max,
         }
     }
 
+    /// A [`Algorithm::Concurrency`] rule: at most `concurrency` calls in
+    /// flight at once per key, each lease ending at its release or
+    /// `lease` after it was taken or last renewed.
+    ///
+    /// ```
+    /// use tollgate_core::{Rule, Window};
+    /// let inflight = Rule::concurrency("ask-inflight", 2, Window::MINUTE)?.with_key(&["visitor"])?;
+    /// assert_eq!(inflight.lease(), Some(std::time::Duration::from_secs(60)));
+    /// # Ok::<(), tollgate_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Rule::new`], with `concurrency` as the max.
+    pub fn concurrency(name: &str, concurrency: u64, lease: Window) -> Result<Rule, Error> {
+        Ok(Rule::new(name, concurrency, lease)?.with_algorithm(Algorithm::Concurrency))
+    }
+
+    /// A [`Algorithm::Concurrency`] rule's lease lifetime (its window);
+    /// `None` for any other rule.
+    pub fn lease(&self) -> Option<Duration> {
+        (self.0.algorithm == Algorithm::Concurrency).then(|| self.0.window.duration())
+    }
+
     /// How long the rule's counters live: one window from their first
     /// count for fixed windows, two for a sliding window (whose counter is
-    /// read through the next window too), and for GCRA a burst's worth of
+    /// read through the next window too), for GCRA a burst's worth of
     /// emission intervals past the arrival time it holds (set by every
-    /// call: [`Counter::lifetime_at`](crate::Counter::lifetime_at)).
+    /// call: [`Counter::lifetime_at`](crate::Counter::lifetime_at)), and
+    /// for a concurrency rule its lease (each lease's lifetime; the set
+    /// lives until its latest lease ends).
     pub fn counter_ttl(&self) -> Duration {
         match self.0.algorithm {
             Algorithm::Fixed => self.0.window.duration(),
             Algorithm::Sliding => self.0.window.duration().saturating_mul(2),
             Algorithm::Gcra => crate::gcra::lifetime(self),
+            Algorithm::Concurrency => self.0.window.duration(),
         }
     }
 
@@ -311,8 +339,10 @@ fn check_name(rule: &str, name: &str) -> Result<(), Error> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RuleBody {
-    max: u64,
-    window: Window,
+    max: Option<u64>,
+    window: Option<Window>,
+    concurrency: Option<u64>,
+    lease: Option<Window>,
     #[serde(default)]
     algorithm: Algorithm,
     burst: Option<u64>,
@@ -324,13 +354,41 @@ struct RuleBody {
 }
 
 impl RuleBody {
+    /// The rule's max, window and algorithm: `max` and `window` (and an
+    /// `algorithm`), or `concurrency` and a `lease` (60 s unless given).
+    fn shape(&self, name: &str) -> Result<(u64, Window, Algorithm), Error> {
+        match (self.max, self.window, self.concurrency) {
+            (None, None, Some(_)) if self.algorithm != Algorithm::Fixed => Err(Error::rule(
+                name,
+                "a concurrency rule takes no algorithm",
+            )),
+            (None, None, Some(n)) => Ok((
+                n,
+                self.lease.unwrap_or(Window::MINUTE),
+                Algorithm::Concurrency,
+            )),
+            (_, _, Some(_)) => Err(Error::rule(
+                name,
+                "give either max and window, or concurrency (and lease)",
+            )),
+            (_, _, None) if self.lease.is_some() => Err(Error::rule(
+                name,
+                "lease applies to concurrency rules only",
+            )),
+            (Some(max), Some(window), None) => Ok((max, window, self.algorithm)),
+            (None, _, None) => Err(Error::rule(name, "missing max (or concurrency)")),
+            (Some(_), None, None) => Err(Error::rule(name, "missing window")),
+        }
+    }
+
     fn into_rule(self, name: &str) -> Result<Rule, Error> {
         let unit = match &self.unit {
             Some(unit) => Unit::new(unit).map_err(|e| Error::rule(name, e.to_string()))?,
             None => Unit::Calls,
         };
-        let rule = Rule::new(name, self.max, self.window)?.with_algorithm(self.algorithm);
-        let rule = match (self.burst, self.algorithm) {
+        let (max, window, algorithm) = self.shape(name)?;
+        let rule = Rule::new(name, max, window)?.with_algorithm(algorithm);
+        let rule = match (self.burst, algorithm) {
             (None, _) => rule,
             (Some(burst), Algorithm::Gcra) => rule.with_burst(burst)?,
             (Some(_), _) => {
@@ -352,8 +410,10 @@ impl RuleBody {
 #[serde(deny_unknown_fields)]
 struct RawRule {
     name: String,
-    max: u64,
-    window: Window,
+    max: Option<u64>,
+    window: Option<Window>,
+    concurrency: Option<u64>,
+    lease: Option<Window>,
     #[serde(default)]
     algorithm: Algorithm,
     burst: Option<u64>,
@@ -370,6 +430,8 @@ impl TryFrom<RawRule> for Rule {
         let body = RuleBody {
             max: raw.max,
             window: raw.window,
+            concurrency: raw.concurrency,
+            lease: raw.lease,
             algorithm: raw.algorithm,
             burst: raw.burst,
             key: raw.key,
@@ -399,6 +461,11 @@ impl<'de> Deserialize<'de> for Rule {
 /// algorithm = "fixed"            # or "sliding" or "gcra"; "fixed" when left out
 /// # burst = 5                    # gcra only: units at once after a quiet spell (1)
 /// key = ["project", "visitor"]   # the key parts; none when left out
+///
+/// [ask-inflight]
+/// concurrency = 2                # at most 2 calls in flight at once
+/// lease = "60s"                  # a lease's lifetime, unless renewed (60 s)
+/// key = ["visitor"]
 ///
 /// [ask-tokens]
 /// max = 200000
@@ -493,6 +560,8 @@ mod tests {
             ("ask-site", 500, 86_400),
             ("ask-all", 5_000, 86_400),
             ("ask-tokens", 200_000, 86_400),
+            ("ask-inflight", 2, 60),
+            ("ask-inflight-site", 20, 60),
         ];
         assert_eq!(set.len(), expected.len());
         for (name, max, window) in expected {
@@ -519,6 +588,36 @@ mod tests {
             shape(&set, "ask-tokens"),
             (vec!["project".into()], "tokens".into(), false)
         );
+        assert_eq!(shape(&set, "ask-inflight").0, ["visitor"]);
+        assert_eq!(
+            shape(&set, "ask-inflight-site"),
+            (vec!["project".into()], "calls".into(), false)
+        );
+        for name in ["ask-inflight", "ask-inflight-site"] {
+            let rule = set.get(name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(rule.algorithm(), Algorithm::Concurrency, "{name}");
+            assert_eq!(rule.lease(), Some(Duration::from_secs(60)), "{name}");
+        }
+    }
+
+    #[test]
+    fn concurrency_rules_load_with_a_lease_and_nothing_else() {
+        let set = RuleSet::from_toml("[a]\nconcurrency = 3\n[b]\nconcurrency = 1\nlease = \"5s\"\n");
+        let set = set.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(get(&set, "a"), (3, 60), "60 s unless given");
+        assert_eq!(get(&set, "b"), (1, 5));
+        assert_eq!(set.get("b").map(Rule::capacity).ok(), Some(1));
+        for bad in [
+            "[a]\nconcurrency = 0",
+            "[a]\nconcurrency = 2\nmax = 2",
+            "[a]\nconcurrency = 2\nwindow = 1",
+            "[a]\nconcurrency = 2\nalgorithm = \"gcra\"",
+            "[a]\nconcurrency = 2\nburst = 1",
+            "[a]\nmax = 2\nwindow = 1\nlease = \"5s\"",
+            "[a]\nconcurrency = 2\nlease = 0",
+        ] {
+            assert!(RuleSet::from_toml(bad).is_err(), "accepted {bad:?}");
+        }
     }
 
     #[test]

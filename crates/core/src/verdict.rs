@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::observe::RuleMetrics;
-use crate::{Algorithm, Limit, Rule, Unit, Window};
+use crate::{Algorithm, Lease, Limit, Rule, Unit, Window};
 
 /// Where one limit stands after a check.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +65,15 @@ impl Usage {
             self.retry_after = wait.max(1);
             self.reset = now_secs.saturating_add(self.retry_after);
         }
+        self
+    }
+
+    /// A concurrency usage whose first lease held ends in `wait` whole
+    /// seconds (0: none held): it resets then, and waits that long (at
+    /// least 1 s) when over.
+    pub(crate) fn leased(mut self, wait: u64, now_secs: u64) -> Usage {
+        self.retry_after = wait.max(1);
+        self.reset = now_secs.saturating_add(wait);
         self
     }
 
@@ -240,6 +249,9 @@ pub struct Verdict {
     degraded: bool,
     spent: bool,
     local: bool,
+    /// The leases the check took, one per concurrency limit (none unless
+    /// it was allowed).
+    leases: Vec<Lease>,
 }
 
 impl Verdict {
@@ -249,7 +261,23 @@ impl Verdict {
             degraded: false,
             spent,
             local: false,
+            leases: Vec::new(),
         }
+    }
+
+    /// The same verdict holding `leases`.
+    #[allow(dead_code)] // TEMP: until leases are taken
+    pub(crate) fn with_leases(mut self, leases: Vec<Lease>) -> Verdict {
+        self.leases = leases;
+        self
+    }
+
+    /// The leases this check took, one per
+    /// [concurrency](crate::Algorithm::Concurrency) limit of an allowed
+    /// check: held until released, or until the verdict and every clone of
+    /// it and of the leases are dropped (then released in the background).
+    pub fn leases(&self) -> &[Lease] {
+        &self.leases
     }
 
     /// Usage `i`'s account, when this verdict spent.
@@ -299,6 +327,7 @@ impl Verdict {
             degraded: false,
             spent: false,
             local: true,
+            leases: Vec::new(),
         }
     }
 
@@ -315,6 +344,7 @@ impl Verdict {
             degraded: true,
             spent: false,
             local: false,
+            leases: Vec::new(),
         }
     }
 

@@ -17,7 +17,8 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 use tollgate::axum::{
-    ClientVisitor, Guard, KeyPart, Problem, Rejection, VisitorSource, check, fields, problem,
+    ClientVisitor, Guard, KeyPart, Problem, Rejection, VisitorSource, check, fields,
+    hold_leases, problem,
 };
 use tollgate::{Deliveries, Limit, Limiter, MarkStore, Mode, Policy, Rule, RuleSet, Verdict};
 
@@ -40,6 +41,18 @@ struct Demo {
     visitors: VisitorSource,
     /// The GitHub webhook's secret; `None`: deliveries are unverified.
     github_secret: Option<WebhookSecret>,
+    /// How long the fake provider takes to answer.
+    provider_delay: Duration,
+}
+
+/// What the demo's router is set up with beyond its store and rules.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// The GitHub webhook's secret; `None`: deliveries are unverified.
+    pub github_secret: Option<WebhookSecret>,
+    /// How long the fake provider takes to answer an ask (0 by default):
+    /// the time an ask holds its in-flight leases.
+    pub provider_delay: Duration,
 }
 
 impl FromRef<Demo> for VisitorSource {
@@ -56,6 +69,10 @@ struct AskRules {
     site: Rule,
     all: Rule,
     tokens: Rule,
+    /// In flight, per visitor and per site (`ask-inflight`,
+    /// `ask-inflight-site`), when the rules have them.
+    inflight: Option<Rule>,
+    inflight_site: Option<Rule>,
     /// The largest ask body read: [`max_ask_body`] of `tokens`' max, at
     /// most [`MAX_ASK_BODY`].
     max_body: u64,
@@ -76,7 +93,13 @@ impl AskRules {
             Ok(rule.clone())
         };
         let tokens = keyed("ask-tokens", 1)?;
+        let optional = |name: &str, parts: usize| match rules.get(name) {
+            Ok(_) => keyed(name, parts).map(Some),
+            Err(_) => Ok(None),
+        };
         Ok(AskRules {
+            inflight: optional("ask-inflight", 1)?,
+            inflight_site: optional("ask-inflight-site", 1)?,
             burst: keyed("ask-burst", 1)?,
             ask: keyed("ask", 2)?,
             site: keyed("ask-site", 1)?,
@@ -94,13 +117,20 @@ impl AskRules {
         visitor: &str,
         estimate: u64,
     ) -> Result<Vec<Limit>, tollgate::Error> {
-        Ok(vec![
+        let mut limits = vec![
             self.burst.limit(&[visitor])?,
             self.ask.limit(&[project, visitor])?,
             self.site.limit(&[project])?,
             self.all.limit::<&str>(&[])?,
             self.tokens.limit(&[project])?.with_cost(estimate)?,
-        ])
+        ];
+        if let Some(rule) = &self.inflight {
+            limits.push(rule.limit(&[visitor])?);
+        }
+        if let Some(rule) = &self.inflight_site {
+            limits.push(rule.limit(&[project])?);
+        }
+        Ok(limits)
     }
 
     /// Gives back the whole `ask-tokens` reservation of `verdict`: an ask
@@ -213,7 +243,7 @@ pub fn app(
     rules: &RuleSet,
     visitors: VisitorSource,
 ) -> Result<Router, tollgate::Error> {
-    app_with(limiter, marks, rules, visitors, None)
+    app_with(limiter, marks, rules, visitors, Settings::default())
 }
 
 /// The demo's router:
@@ -227,7 +257,10 @@ pub fn app(
 ///   before anything is counted. The handler
 ///   estimates the tokens from that length ([`estimate_body_tokens`]),
 ///   checks `ask-burst`, `ask`, `ask-site`, `ask-all` and `ask-tokens`
-///   (with that estimate) in one all-or-nothing, fail-closed reservation,
+///   (with that estimate), and the in-flight rules `ask-inflight` (per
+///   visitor) and `ask-inflight-site` when the rules have them (their
+///   leases held until the answer is sent), in one all-or-nothing,
+///   fail-closed reservation,
 ///   and only then reads the body, within [`ASK_BODY_TIMEOUT`]; a body that
 ///   proves unusable (408, 400) gives back the `ask-tokens` reservation (no
 ///   work, no tokens used), while the four call limits stay spent (the call
@@ -260,7 +293,7 @@ pub fn app_with(
     marks: impl MarkStore,
     rules: &RuleSet,
     visitors: VisitorSource,
-    github_secret: Option<WebhookSecret>,
+    settings: Settings,
 ) -> Result<Router, tollgate::Error> {
     // Before the first check, so that every check is recorded.
     crate::prometheus();
@@ -276,7 +309,8 @@ pub fn app_with(
         limiter,
         deliveries,
         visitors,
-        github_secret,
+        github_secret: settings.github_secret,
+        provider_delay: settings.provider_delay,
     };
     Ok(Router::new()
         .route("/sites/{project}/ask", post(answer))
@@ -489,6 +523,9 @@ async fn answer(
             return Err(refused);
         }
     };
+    if !demo.provider_delay.is_zero() {
+        tokio::time::sleep(demo.provider_delay).await;
+    }
     let (answer, used) = provider(&question.question);
     demo.work.ask(used);
     if let Err(err) = demo.limiter.settle(&verdict, "ask-tokens", used).await {
@@ -502,7 +539,8 @@ async fn answer(
     }))
     .into_response();
     fields::insert(&verdict, response.headers_mut());
-    Ok(response)
+    // The in-flight leases end once the answer has been sent.
+    Ok(hold_leases(response, &verdict))
 }
 
 /// The question an admitted ask's body of `length` declared bytes holds.

@@ -104,6 +104,17 @@ pub struct Options {
         value_parser = parse_secret
     )]
     pub github_secret: Option<WebhookSecret>,
+
+    /// Milliseconds the fake AI provider takes to answer an ask: the time
+    /// an ask holds its in-flight leases (`ask-inflight`).
+    #[arg(
+        long,
+        env = "TOLLGATE_PROVIDER_DELAY_MS",
+        value_name = "MS",
+        default_value_t = 0,
+        value_parser = clap::value_parser!(u64).range(0..=600_000)
+    )]
+    pub provider_delay_ms: u64,
 }
 
 /// A webhook secret from the command line or the environment; the error
@@ -126,6 +137,7 @@ impl fmt::Debug for Options {
             max_connections,
             dev,
             github_secret,
+            provider_delay_ms,
         } = self;
         f.debug_struct("Options")
             .field("listen", listen)
@@ -138,6 +150,7 @@ impl fmt::Debug for Options {
             .field("max_connections", max_connections)
             .field("dev", dev)
             .field("github_secret", github_secret)
+            .field("provider_delay_ms", provider_delay_ms)
             .finish()
     }
 }

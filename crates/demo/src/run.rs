@@ -4,13 +4,14 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tollgate::axum::Trust;
 use tollgate::url::shown;
 use tollgate::{Limiter, OpenError, RuleSet};
 
-use crate::{Options, app_with, serve_with};
+use crate::{Options, Settings, app_with, serve_with};
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +94,10 @@ pub async fn run(
         store,
         &rules,
         visitors,
-        options.github_secret.clone(),
+        Settings {
+            github_secret: options.github_secret.clone(),
+            provider_delay: Duration::from_millis(options.provider_delay_ms),
+        },
     )
     .map_err(|source| StartError::Rules {
         path: options.rules.clone(),

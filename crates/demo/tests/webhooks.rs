@@ -19,7 +19,7 @@ use tollgate::axum::{Trust, VisitorSource};
 use tollgate::memory::MemoryStore;
 use tollgate::{Hooked, Limiter, RuleSet};
 use tollgate_demo::signature::WebhookSecret;
-use tollgate_demo::{BAD_SIGNATURE, MAX_WEBHOOK_BODY, app_with, serve};
+use tollgate_demo::{BAD_SIGNATURE, MAX_WEBHOOK_BODY, Settings, app_with, serve};
 
 use calls::Calls;
 use stats::stats;
@@ -35,7 +35,10 @@ async fn start(secret: Option<&str>) -> (String, Arc<Calls>) {
         store,
         &RuleSet::defaults(),
         VisitorSource::new(Trust::Peer),
-        secret.map(|s| WebhookSecret::new(s.as_bytes()).unwrap()),
+        Settings {
+            github_secret: secret.map(|s| WebhookSecret::new(s.as_bytes()).unwrap()),
+            ..Settings::default()
+        },
     )
     .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+#[allow(dead_code)] // TEMP: until leases are taken
+mod leases;
 mod map;
 mod records;
 
@@ -39,6 +41,9 @@ struct Entry {
 enum Value {
     Count(u64),
     Mark(Box<str>),
+    /// A concurrency limit's leases.
+    #[allow(dead_code)] // TEMP
+    Leases(leases::Set),
 }
 
 impl Entry {

@@ -13,8 +13,8 @@ use crate::observe::{self, Op, Outcome};
 use crate::retry::Attempts;
 use crate::throttle::Throttle;
 use crate::{
-    CheckId, Clock, Counter, CounterStore, Error, Limit, Reservation, RetryPolicy, StoreError,
-    Usage, Verdict, reply,
+    Algorithm, CheckId, Clock, Counter, CounterStore, Error, Limit, Reservation, RetryPolicy,
+    StoreError, Usage, Verdict, reply,
 };
 use previous::{Plan, Previous};
 
@@ -108,6 +108,11 @@ impl Limiter {
     /// The clock this limiter reads.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
+    }
+
+    /// The bounds of every store call (for a [`Lease`](crate::Lease)'s calls).
+    pub(crate) fn attempts(&self) -> &Attempts {
+        &self.attempts
     }
 
     /// The retry policy bounding every store call.
@@ -292,32 +297,39 @@ impl Limiter {
     pub async fn remaining(&self, limits: &[Limit]) -> Result<Vec<Usage>, Error> {
         let at = self.clock.now();
         let now = at.as_secs();
-        let mut keys: Vec<String> = limits.iter().map(|l| l.current_key(now)).collect();
+        let (leased, counted): (Vec<&Limit>, Vec<&Limit>) = limits
+            .iter()
+            .partition(|l| l.rule().algorithm() == Algorithm::Concurrency);
+        let mut keys: Vec<String> = counted.iter().map(|l| l.current_key(now)).collect();
         // Each sliding limit's previous counter after them, in order.
-        let previous: Vec<Option<u64>> = limits
+        let previous: Vec<Option<u64>> = counted
             .iter()
             .map(|l| previous::previous_index(l, now))
             .collect();
         keys.extend(
-            limits
+            counted
                 .iter()
                 .zip(&previous)
                 .filter_map(|(l, index)| index.map(|i| l.counter_key(i))),
         );
-        let counts = self
-            .attempts
-            .run(Op::Get, |deadline| (*self.store).get(&keys, deadline))
-            .await;
-        let counts = counts
-            .and_then(|c| reply::same_len(keys.len(), c))
-            .and_then(|c| {
-                c.iter()
-                    .try_for_each(|&n| reply::not_past_max_count(n))
-                    .map(|()| c)
-            })
-            .map_err(Error::Unavailable)?;
-        let mut earlier = counts[limits.len()..].iter().copied();
-        Ok(limits
+        let counts = if keys.is_empty() {
+            Vec::new()
+        } else {
+            let counts = self
+                .attempts
+                .run(Op::Get, |deadline| (*self.store).get(&keys, deadline))
+                .await;
+            counts
+                .and_then(|c| reply::same_len(keys.len(), c))
+                .and_then(|c| {
+                    c.iter()
+                        .try_for_each(|&n| reply::not_past_max_count(n))
+                        .map(|()| c)
+                })
+                .map_err(Error::Unavailable)?
+        };
+        let mut earlier = counts[counted.len()..].iter().copied();
+        let mut seen: Vec<Usage> = counted
             .iter()
             .zip(keys)
             .zip(counts.iter().copied())
@@ -327,7 +339,29 @@ impl Limiter {
                 // As a reservation of the limit's cost would be refused.
                 reply::seen(limit, key, previous, count, at, true)
             })
-            .collect())
+            .collect();
+        for limit in leased {
+            let key = limit.current_key(now);
+            let held = self
+                .attempts
+                .run(Op::Leases, |deadline| (*self.store).leases(&key, deadline))
+                .await
+                .and_then(|held| reply::not_past_max_count(held.held).map(|()| held))
+                .map_err(Error::Unavailable)?;
+            let first_ends = u64::try_from(held.first_ends.as_millis()).unwrap_or(u64::MAX);
+            seen.push(reply::seen(limit, key, first_ends, held.held, at, true));
+        }
+        // Back in the limits' order.
+        let mut leased = seen.split_off(counted.len()).into_iter();
+        let mut counted = seen.into_iter();
+        let ordered: Vec<Usage> = limits
+            .iter()
+            .filter_map(|l| match l.rule().algorithm() {
+                Algorithm::Concurrency => leased.next(),
+                _ => counted.next(),
+            })
+            .collect();
+        Ok(ordered)
     }
 
     /// Clears one limit's counter for the current window (an operator action);

@@ -185,7 +185,7 @@ pub(super) fn previous_index(limit: &Limit, now_secs: u64) -> Option<u64> {
     let rule = limit.rule();
     match rule.algorithm() {
         Algorithm::Sliding => rule.window().index(now_secs).checked_sub(1),
-        Algorithm::Fixed | Algorithm::Gcra => None,
+        Algorithm::Fixed | Algorithm::Gcra | Algorithm::Concurrency => None,
     }
 }
 

@@ -282,6 +282,59 @@ pub trait CounterStore: Named {
 
     /// Removes the counter `key`; whether it existed.
     async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError>;
+
+    /// Ends the lease `id` in the set of leases at `key` (a counter with
+    /// [`lease`](Counter::lease), which a count or reservation with the
+    /// call id `id` took); whether it was held (unexpired). Releasing a
+    /// lease that is not held (released already, expired, or never taken)
+    /// changes nothing. Expired leases of the set are removed.
+    ///
+    /// The default answers that this store keeps no leases.
+    async fn end_lease(&self, key: &str, id: CheckId, deadline: Deadline) -> Result<bool, StoreError> {
+        let _ = (key, id, deadline);
+        Err(no_leases())
+    }
+
+    /// Renews the lease `id` at `key`: it now ends `lifetime` from now, and
+    /// the set lives at least as long. Whether it was held (unexpired); a
+    /// lease that was not is not taken again. Expired leases of the set are
+    /// removed.
+    ///
+    /// The default answers that this store keeps no leases.
+    async fn renew_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        lifetime: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let _ = (key, id, lifetime, deadline);
+        Err(no_leases())
+    }
+
+    /// The leases held (unexpired) in the set at `key`, without changing
+    /// it: how many, and how long until the one that ends first ends.
+    ///
+    /// The default answers that this store keeps no leases.
+    async fn leases(&self, key: &str, deadline: Deadline) -> Result<Leases, StoreError> {
+        let _ = (key, deadline);
+        Err(no_leases())
+    }
+}
+
+/// The leases held in one set ([`CounterStore::leases`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Leases {
+    /// How many are held (unexpired).
+    pub held: u64,
+    /// How long until the first of them ends (zero when none is held), in
+    /// whole ms rounded up.
+    pub first_ends: Duration,
+}
+
+/// What a store without leases answers a lease call.
+fn no_leases() -> StoreError {
+    StoreError::Backend("this store keeps no leases".into())
 }
 
 /// A counter store that forwards every call to `**self`: `impl [generics]
@@ -307,6 +360,15 @@ macro_rules! forward {
             }
             async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
                 (**self).delete(key, deadline).await
+            }
+            async fn end_lease(&self, key: &str, id: CheckId, deadline: Deadline) -> Result<bool, StoreError> {
+                (**self).end_lease(key, id, deadline).await
+            }
+            async fn renew_lease(&self, key: &str, id: CheckId, lifetime: Duration, deadline: Deadline) -> Result<bool, StoreError> {
+                (**self).renew_lease(key, id, lifetime, deadline).await
+            }
+            async fn leases(&self, key: &str, deadline: Deadline) -> Result<Leases, StoreError> {
+                (**self).leases(key, deadline).await
             }
         }
     )*};

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 pub use check_id::CheckId;
 pub(crate) use counters::weigh;
-pub use counters::{Counter, CounterStore, MAX_COUNT, Prior, Reservation};
+pub use counters::{Counter, CounterStore, Leases, MAX_COUNT, Prior, Reservation};
 pub use marks::{Claim, MARK_DONE, MarkStore};
 pub use prefixed::Prefixed;
 
