@@ -17,6 +17,12 @@
 //! so that a server logging every statement shows what one check sends.
 //! With `TOLLGATE_BENCH_ONLY=<limits>-<op>-<path>` (e.g.
 //! `4-Reserve-Tollgate`) it runs that row of the table alone.
+//! With `TOLLGATE_BENCH_SLIDING=1` the rules are sliding windows and the
+//! clock stands 2 s into a week (so into each rule's window), where the
+//! limiter keeps no previous window's count: every check sends each
+//! limit's prior, whose counter (1, for every principal) is written first.
+//! The raw path then runs the statements with priors (and the pipelined
+//! transaction row is left out).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -25,8 +31,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
+use tokio_postgres::error::SqlState;
 use tollgate_core::{
-    CheckId, Limit, Limiter, ManualClock, Mode, Policy, RetryPolicy, Rule, Window,
+    Algorithm, CheckId, Limit, Limiter, ManualClock, Mode, Policy, RetryPolicy, Rule, Window,
 };
 use tollgate_postgres::{DEFAULT_POOL_SIZE, PostgresOptions, PostgresStore};
 use tollgate_test_support::postgres_server::PostgresServer;
@@ -35,6 +42,9 @@ const CALLERS: usize = 50;
 const PRINCIPALS: u64 = 10_000;
 const BIG: u64 = 1_000_000_000_000;
 const NOW: Duration = Duration::from_secs(1_700_000_030);
+/// The clock under `TOLLGATE_BENCH_SLIDING=1`: 2 s into a week, a day, an
+/// hour and a minute.
+const SLIDING_NOW: Duration = Duration::from_secs(2_813 * 604_800 + 2);
 /// Raw calls made, which decide the ones that purge expired call records.
 static RAW_CALLS: AtomicU64 = AtomicU64::new(0);
 /// A server to measure against instead of a private one started here.
@@ -67,6 +77,8 @@ async fn main() {
         }
     };
     let schema = "bench";
+    let sliding = std::env::var("TOLLGATE_BENCH_SLIDING").is_ok_and(|v| v == "1");
+    let now = if sliding { SLIDING_NOW } else { NOW };
     let store = PostgresStore::open_with(&url, PostgresOptions::default().schema(schema))
         .await
         .unwrap();
@@ -76,18 +88,26 @@ async fn main() {
         timeout: Duration::from_secs(5),
     };
     let limiter = Limiter::builder(store)
-        .clock(ManualClock::new(NOW))
+        .clock(ManualClock::new(now))
         .retry(generous)
         .build();
     let pool = raw_pool(&url);
-    let rules = rules();
+    let rules = rules(sliding);
+    if sliding {
+        write_previous(&pool, schema, &rules, now.as_secs()).await;
+    }
     if let Ok(n) = std::env::var("TOLLGATE_BENCH_PROBE") {
         probe(&limiter, &pool, &rules, n.parse().expect("probe count")).await;
         return;
     }
     println!(
         "{CALLERS} callers, {PRINCIPALS} principals, pool of {DEFAULT_POOL_SIZE}, \
-         {rounds} rounds x {seconds} s, alternating"
+         {rounds} rounds x {seconds} s, alternating{}",
+        if sliding {
+            ", sliding (with priors)"
+        } else {
+            ""
+        }
     );
     println!("| limits | op | path | checks/s per round | median | p50 | p99 |");
     println!("|---|---|---|---|---|---|---|");
@@ -105,6 +125,9 @@ async fn main() {
             .is_none_or(|only| *only == format!("{limits}-{mode:?}-{path:?}"))
     };
     for (limits, mode, paths) in cases {
+        if sliding && paths.contains(&Path::RawTransaction) {
+            continue;
+        }
         let mut figures = [Vec::new(), Vec::new()];
         for _ in 0..rounds {
             for (i, path) in paths.iter().enumerate() {
@@ -119,6 +142,8 @@ async fn main() {
                     limits,
                     mode,
                     path: *path,
+                    now: now.as_secs(),
+                    sliding,
                 };
                 figures[i].push(run.go(length).await);
             }
@@ -132,10 +157,16 @@ async fn main() {
     drop(server);
 }
 
-fn rules() -> Arc<Vec<Rule>> {
+fn rules(sliding: bool) -> Arc<Vec<Rule>> {
+    let algorithm = if sliding {
+        Algorithm::Sliding
+    } else {
+        Algorithm::Fixed
+    };
     let rule = |name, window| {
         Rule::new(name, BIG, window)
             .and_then(|rule| rule.with_key(&["principal"]))
+            .map(|rule| rule.with_algorithm(algorithm))
             .unwrap()
     };
     Arc::new(vec![
@@ -144,6 +175,27 @@ fn rules() -> Arc<Vec<Rule>> {
         rule("day", Window::DAY),
         rule("week", Window::from_secs(7 * 86_400).unwrap()),
     ])
+}
+
+/// Writes every principal's previous-window counter of every rule at
+/// `now`: 1, living a day.
+async fn write_previous(pool: &Pool, schema: &str, rules: &[Rule], now: u64) {
+    let client = pool.get().await.unwrap();
+    let sql = format!(
+        "INSERT INTO \"{schema}\".counters (key, value, expires_at) \
+         SELECT key, 1, now() + interval '1 day' FROM unnest($1::bytea[]) AS k (key) \
+         ON CONFLICT (key) DO UPDATE SET value = 1, expires_at = excluded.expires_at"
+    );
+    for rule in rules {
+        let previous = now - rule.window().secs();
+        let keys: Vec<Vec<u8>> = (0..PRINCIPALS)
+            .map(|p| {
+                let limit = rule.limit(&[p.to_string()]).unwrap();
+                limit.counter(previous).key.into_bytes()
+            })
+            .collect();
+        client.execute(&sql, &[&keys]).await.unwrap();
+    }
 }
 
 /// `n` sequential checks on one principal per case, after a first check
@@ -191,6 +243,10 @@ struct Run {
     limits: usize,
     mode: Mode,
     path: Path,
+    /// The clock, in seconds.
+    now: u64,
+    /// Whether the rules are sliding: the raw path sends priors.
+    sliding: bool,
 }
 
 /// Checks per second and the latencies of one run.
@@ -244,12 +300,13 @@ impl Run {
             assert!(verdict.is_allowed());
             return;
         }
-        let now = NOW.as_secs();
+        let now = self.now;
         let counters: Vec<_> = limits.iter().map(|l| l.counter(now)).collect();
         let keys: Vec<&[u8]> = counters.iter().map(|c| c.key.as_bytes()).collect();
         let costs: Vec<i64> = counters.iter().map(|c| c.cost as i64).collect();
         let ttls: Vec<i64> = counters.iter().map(|c| c.ttl.as_micros() as i64).collect();
         let rooms: Vec<i64> = counters.iter().map(|c| (c.max - c.cost) as i64).collect();
+        let floors: Vec<i64> = vec![0; counters.len()];
         let cutoff = SystemTime::now() + Duration::from_secs(5);
         // The call's id and its record's lifetime, and the purging
         // statement for one call in 32, as the store sends them.
@@ -263,8 +320,12 @@ impl Run {
             (false, false) => "reserve",
             (false, true) => "reserve-purging",
         };
-        let sql = tollgate_postgres::statement(op, self.schema).unwrap();
-        let statement = client.prepare_cached(&sql).await.unwrap();
+        if self.sliding {
+            self.raw_with_priors(&client, op, &limits).await;
+            return;
+        }
+        let sql = statement(op, self.schema);
+        let statement = client.prepare_cached(sql).await.unwrap();
         match (self.mode, self.path) {
             (Mode::Count, _) => {
                 let rows = client
@@ -274,13 +335,22 @@ impl Run {
                 assert_eq!(rows.len(), keys.len());
             }
             (_, Path::Raw) => {
-                let rows = client
-                    .query(
-                        &statement,
-                        &[&keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime],
-                    )
-                    .await
-                    .unwrap();
+                // Again after a serialization failure (a counter created
+                // concurrently), as the store does.
+                let rows = loop {
+                    match client
+                        .query(
+                            &statement,
+                            &[
+                                &keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime, &floors,
+                            ],
+                        )
+                        .await
+                    {
+                        Err(e) if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => {}
+                        rows => break rows.unwrap(),
+                    }
+                };
                 assert_eq!(rows.len(), keys.len());
             }
             _ => {
@@ -296,8 +366,9 @@ impl Run {
                 let unlocked = sql.replace("ORDER BY c.key FOR UPDATE", "ORDER BY c.key");
                 let write = client.prepare_cached(&unlocked).await.unwrap();
                 let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&keys];
-                let write_params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
-                    [&keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime];
+                let write_params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+                    &keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime, &floors,
+                ];
                 let (begin, locked, rows, commit) = tokio::join!(
                     client.batch_execute("BEGIN"),
                     client.query(&lock, &lock_params),
@@ -311,6 +382,84 @@ impl Run {
             }
         }
     }
+}
+
+impl Run {
+    /// The raw statement with priors (`op`'s variant), as the store sends
+    /// it for `limits`, each weighed by the rest of its previous window.
+    async fn raw_with_priors(
+        &self,
+        client: &deadpool_postgres::Client,
+        op: &str,
+        limits: &[Limit],
+    ) {
+        let now = self.now;
+        let counters: Vec<_> = limits.iter().map(|l| l.counter(now)).collect();
+        let keys: Vec<&[u8]> = counters.iter().map(|c| c.key.as_bytes()).collect();
+        let costs: Vec<i64> = counters.iter().map(|c| c.cost as i64).collect();
+        let ttls: Vec<i64> = counters.iter().map(|c| c.ttl.as_micros() as i64).collect();
+        let rooms: Vec<i64> = counters.iter().map(|c| (c.max - c.cost) as i64).collect();
+        let floors: Vec<i64> = vec![0; counters.len()];
+        let previous: Vec<Vec<u8>> = limits
+            .iter()
+            .map(|l| l.counter(now - l.rule().window().secs()).key.into_bytes())
+            .collect();
+        let at: Vec<i64> = (1..=limits.len() as i64).collect();
+        let wholes: Vec<i64> = limits
+            .iter()
+            .map(|l| l.rule().window().secs() as i64)
+            .collect();
+        let parts: Vec<i64> = limits
+            .iter()
+            .map(|l| (l.rule().window().secs() - now % l.rule().window().secs()) as i64)
+            .collect();
+        let cutoff = SystemTime::now() + Duration::from_secs(5);
+        let id = CheckId::new().to_string();
+        let lifetime: i64 = 5_020_000;
+        let op = match (self.mode == Mode::Count, op.ends_with("-purging")) {
+            (true, false) => "count-priors",
+            (true, true) => "count-priors-purging",
+            (false, false) => "reserve-priors",
+            (false, true) => "reserve-priors-purging",
+        };
+        let sql = statement(op, self.schema);
+        let statement = client.prepare_cached(sql).await.unwrap();
+        let count: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+            [&keys, &costs, &ttls, &cutoff, &id, &lifetime, &previous];
+        let reserve: [&(dyn tokio_postgres::types::ToSql + Sync); 12] = [
+            &keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime, &floors, &previous, &at, &parts,
+            &wholes,
+        ];
+        let params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = if self.mode == Mode::Count {
+            &count
+        } else {
+            &reserve
+        };
+        // Again after a serialization failure, as the store does.
+        let rows = loop {
+            match client.query(&statement, params).await {
+                Err(e) if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => {}
+                rows => break rows.unwrap(),
+            }
+        };
+        assert_eq!(rows.len(), 2 * keys.len());
+    }
+}
+
+/// The store's statement `op` on `schema`, built once: building them all
+/// at every check (as `tollgate_postgres::statement` does) would weigh on
+/// the raw path's client.
+fn statement(op: &str, schema: &str) -> &'static str {
+    static BUILT: std::sync::Mutex<Vec<(String, &'static str)>> = std::sync::Mutex::new(Vec::new());
+    let key = format!("{schema}/{op}");
+    let mut built = BUILT.lock().unwrap();
+    if let Some((_, sql)) = built.iter().find(|(k, _)| *k == key) {
+        return sql;
+    }
+    let sql = tollgate_postgres::statement(op, schema).unwrap();
+    let sql: &'static str = Box::leak(sql.into_boxed_str());
+    built.push((key, sql));
+    sql
 }
 
 fn report(limits: usize, mode: Mode, path: Path, figures: &mut [Figures]) {

@@ -19,20 +19,26 @@ pub use store::PostgresStore;
 
 /// The text of the statement a call runs on `schema` (an unquoted schema
 /// name): `count`, `reserve`, `refund`, `get`, `delete`, `claim`, `finish`,
-/// `release` or `sweep`, or the purging variant of a counter statement
-/// (`count-purging`, `reserve-purging`, `refund-purging`), which one
-/// counter call in 32 runs. For the benchmark's raw ceiling; not a stable
-/// API.
+/// `release` or `sweep`; the variants for a batch with priors,
+/// `count-priors` and `reserve-priors`; or the purging variant of a
+/// counter statement (`count-purging`, `reserve-purging`,
+/// `refund-purging`, `count-priors-purging`, `reserve-priors-purging`),
+/// which one counter call in 32 runs. For the benchmark's raw ceiling; not
+/// a stable API.
 #[doc(hidden)]
 pub fn statement(op: &str, schema: &str) -> Option<String> {
     let s = sql::Statements::new(&format!("\"{schema}\""));
     Some(match op {
-        "count" => s.count,
-        "reserve" => s.reserve,
-        "refund" => s.refund,
+        "count" => s.counters.count,
+        "reserve" => s.counters.reserve,
+        "refund" => s.counters.refund,
+        "count-priors" => s.counters.count_priors,
+        "reserve-priors" => s.counters.reserve_priors,
         "count-purging" => s.purging.count,
         "reserve-purging" => s.purging.reserve,
         "refund-purging" => s.purging.refund,
+        "count-priors-purging" => s.purging.count_priors,
+        "reserve-priors-purging" => s.purging.reserve_priors,
         "get" => s.get,
         "delete" => s.delete,
         "claim" => s.claim,
@@ -51,12 +57,16 @@ mod tests {
     fn the_benchmark_gets_each_statement_the_store_runs() {
         let s = sql::Statements::new("\"s\"");
         let ops = [
-            ("count", s.count),
-            ("reserve", s.reserve),
-            ("refund", s.refund),
+            ("count", s.counters.count),
+            ("reserve", s.counters.reserve),
+            ("refund", s.counters.refund),
+            ("count-priors", s.counters.count_priors),
+            ("reserve-priors", s.counters.reserve_priors),
             ("count-purging", s.purging.count),
             ("reserve-purging", s.purging.reserve),
             ("refund-purging", s.purging.refund),
+            ("count-priors-purging", s.purging.count_priors),
+            ("reserve-priors-purging", s.purging.reserve_priors),
             ("get", s.get),
             ("delete", s.delete),
             ("claim", s.claim),

@@ -9,7 +9,7 @@
 //! quoted schema name.
 //!
 //! The counter statements (`count`, `reserve`, `refund`) are idempotent by
-//! the call's [`CheckId`](tollgate_core::CheckId): `prior` looks the id up
+//! the call's [`CheckId`](tollgate_core::CheckId): `earlier` looks the id up
 //! in `calls`, and when an earlier attempt recorded it, the statement
 //! writes nothing and answers the recorded counts (and, for a reservation,
 //! whether it applied). Otherwise it writes, then inserts the record with
@@ -25,6 +25,16 @@
 //! counter statement has a purging variant, with a `purged` CTE deleting up
 //! to [`PURGE_BATCH`] expired records, which one counter call in 32 of a
 //! store runs instead.
+//!
+//! A batch where some counter has a
+//! [`prior`](tollgate_core::Counter::prior) runs a variant of its count or
+//! reservation with a `priors` CTE ([`COUNT_PRIORS`], [`RESERVE_PRIORS`])
+//! that reads each prior's count in the same statement, from its snapshot,
+//! without locking or writing it; the reservation decides on it, and both
+//! answer and record the priors' counts after the counters'. A batch
+//! without priors runs the statement it ran before priors existed: the
+//! templates' `{priors}`, `{decision}` and `{answer_priors}` are filled in
+//! only for the variants.
 
 /// Deletes up to `{limit}` expired call records, oldest first, skipping
 /// those another statement holds; by their row address, found through the
@@ -48,15 +58,16 @@ pub(crate) const PURGE_BATCH: u32 = 64;
 /// a live counter (keeping its lifetime), or writes it in a new or expired
 /// one; records the new counts. Returns (ord, count): the new counts, or
 /// those recorded by an earlier attempt. For a batch whose counters all
-/// have a floor of 0; [`COUNT_FLOORED`] counts the others.
+/// have a floor of 0; [`COUNT_FLOORED`] counts the others. With priors
+/// ([`COUNT_PRIORS`]), it also returns each prior's count after them.
 const COUNT: &str = r"
-WITH prior AS (
+WITH earlier AS (
     SELECT applied, counts FROM {s}.calls WHERE id = $5::text::uuid
 ), input AS (
     SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[])
         WITH ORDINALITY AS i (key, cost, ttl_us, ord)
-    WHERE NOT EXISTS (SELECT FROM prior)
-), written AS (
+    WHERE NOT EXISTS (SELECT FROM earlier)
+{priors}), written AS (
     INSERT INTO {s}.counters AS c (key, value, expires_at)
     SELECT key, cost, statement_timestamp() + ttl_us * interval '1 microsecond'
     FROM input WHERE clock_timestamp() <= $4::timestamptz
@@ -70,21 +81,21 @@ WITH prior AS (
     RETURNING c.key, c.value
 ), answer AS (
     SELECT i.ord, w.value FROM input i JOIN written w ON w.key = i.key
-), recorded AS (
+{answer_priors}), recorded AS (
     INSERT INTO {s}.calls (id, expires_at, applied, counts)
     SELECT $5::text::uuid, statement_timestamp() + $6::bigint * interval '1 microsecond', true,
         (SELECT coalesce(array_agg(value ORDER BY ord), '{}') FROM answer)
-    WHERE NOT EXISTS (SELECT FROM prior)
+    WHERE NOT EXISTS (SELECT FROM earlier)
     RETURNING 1
 {purge}), checked AS (
     SELECT {s}.tollgate_guard($4::timestamptz,
         (SELECT count(*) FROM written) + (SELECT count(*) FROM recorded),
-        (SELECT count(*) FROM input) + (NOT EXISTS (SELECT FROM prior))::int) AS ok
+        (SELECT count(*) FROM input) + (NOT EXISTS (SELECT FROM earlier))::int) AS ok
 )
 SELECT a.ord, a.value FROM checked, answer a WHERE checked.ok
 UNION ALL
 SELECT r.ord, r.value
-FROM checked, prior p, unnest(p.counts) WITH ORDINALITY AS r (value, ord)
+FROM checked, earlier e, unnest(e.counts) WITH ORDINALITY AS r (value, ord)
 WHERE checked.ok
 ORDER BY 1";
 
@@ -98,13 +109,13 @@ ORDER BY 1";
 /// row, so it finds the cost and floor of its key in `input`: a lookup
 /// [`COUNT`] spares every batch without a floor.
 const COUNT_FLOORED: &str = r"
-WITH prior AS (
+WITH earlier AS (
     SELECT applied, counts FROM {s}.calls WHERE id = $5::text::uuid
 ), input AS (
     SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $7::bigint[])
         WITH ORDINALITY AS i (key, cost, ttl_us, floor, ord)
-    WHERE NOT EXISTS (SELECT FROM prior)
-), written AS (
+    WHERE NOT EXISTS (SELECT FROM earlier)
+{priors}), written AS (
     INSERT INTO {s}.counters AS c (key, value, expires_at)
     SELECT key, n.value, statement_timestamp() + (ttl_us + CASE WHEN floor > 0
             THEN (n.value - floor + 999) / 1000 * 1000 ELSE 0 END) * interval '1 microsecond'
@@ -125,21 +136,21 @@ WITH prior AS (
     RETURNING c.key, c.value
 ), answer AS (
     SELECT i.ord, w.value FROM input i JOIN written w ON w.key = i.key
-), recorded AS (
+{answer_priors}), recorded AS (
     INSERT INTO {s}.calls (id, expires_at, applied, counts)
     SELECT $5::text::uuid, statement_timestamp() + $6::bigint * interval '1 microsecond', true,
         (SELECT coalesce(array_agg(value ORDER BY ord), '{}') FROM answer)
-    WHERE NOT EXISTS (SELECT FROM prior)
+    WHERE NOT EXISTS (SELECT FROM earlier)
     RETURNING 1
 {purge}), checked AS (
     SELECT {s}.tollgate_guard($4::timestamptz,
         (SELECT count(*) FROM written) + (SELECT count(*) FROM recorded),
-        (SELECT count(*) FROM input) + (NOT EXISTS (SELECT FROM prior))::int) AS ok
+        (SELECT count(*) FROM input) + (NOT EXISTS (SELECT FROM earlier))::int) AS ok
 )
 SELECT a.ord, a.value FROM checked, answer a WHERE checked.ok
 UNION ALL
 SELECT r.ord, r.value
-FROM checked, prior p, unnest(p.counts) WITH ORDINALITY AS r (value, ord)
+FROM checked, earlier e, unnest(e.counts) WITH ORDINALITY AS r (value, ord)
 WHERE checked.ok
 ORDER BY 1";
 
@@ -159,19 +170,21 @@ ORDER BY 1";
 /// for it (which, while this statement waited for its own insert, would be
 /// a deadlock). Records the decision and the counts answered, a refusal
 /// too. Returns (ord, count, applied): the reservation's, or those recorded
-/// by an earlier attempt.
+/// by an earlier attempt. With priors ([`RESERVE_PRIORS`]), it decides on
+/// each counter's room less its prior's weighed count
+/// ([`DECISION_PRIORS`]), and returns each prior's count after the counts.
 const RESERVE: &str = r"
-WITH prior AS (
+WITH earlier AS (
     SELECT applied, counts FROM {s}.calls WHERE id = $6::text::uuid
 ), input AS (
     SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[], $8::bigint[])
         WITH ORDINALITY AS i (key, cost, ttl_us, room, floor, ord)
-    WHERE NOT EXISTS (SELECT FROM prior)
+    WHERE NOT EXISTS (SELECT FROM earlier)
 ), locked AS (
     SELECT c.key, c.value, c.expires_at > statement_timestamp() AS live
-    FROM {s}.counters c WHERE c.key = ANY ($1::bytea[]) AND NOT EXISTS (SELECT FROM prior)
+    FROM {s}.counters c WHERE c.key = ANY ($1::bytea[]) AND NOT EXISTS (SELECT FROM earlier)
     ORDER BY c.key FOR UPDATE
-), current AS (
+{priors}), current AS (
     SELECT i.ord, i.key, i.room, i.floor, l.key IS NOT NULL AS present, v.value, a.after,
         statement_timestamp() + (i.ttl_us + CASE WHEN i.floor > 0
             THEN (a.after - i.floor + 999) / 1000 * 1000 ELSE 0 END)
@@ -180,8 +193,7 @@ WITH prior AS (
         LATERAL (SELECT CASE WHEN l.live THEN l.value ELSE 0 END AS value) v,
         LATERAL (SELECT least(greatest(v.value, i.floor) + i.cost, 9007199254740992) AS after) a
 ), decision AS (
-    SELECT coalesce(bool_and(greatest(value, floor) <= room), true) AS fits FROM current
-), inserted AS (
+{decision}), inserted AS (
     INSERT INTO {s}.counters (key, value, expires_at)
     SELECT key, after, expires_at
     FROM current
@@ -205,24 +217,24 @@ WITH prior AS (
     FROM decision d, current cur
         LEFT JOIN updated u ON u.key = cur.key
         LEFT JOIN inserted n ON n.key = cur.key
-), recorded AS (
+{answer_priors}), recorded AS (
     INSERT INTO {s}.calls (id, expires_at, applied, counts)
     SELECT $6::text::uuid, statement_timestamp() + $7::bigint * interval '1 microsecond', d.fits,
         (SELECT coalesce(array_agg(value ORDER BY ord), '{}') FROM answer)
     FROM decision d
-    WHERE NOT EXISTS (SELECT FROM prior)
+    WHERE NOT EXISTS (SELECT FROM earlier)
     RETURNING 1
 {purge}), checked AS (
     SELECT {s}.tollgate_guard($5::timestamptz,
         (SELECT count(*) FROM updated) + (SELECT count(*) FROM inserted)
             + (SELECT count(*) FROM recorded),
         CASE WHEN (SELECT fits FROM decision) THEN (SELECT count(*) FROM input) ELSE 0 END
-            + (NOT EXISTS (SELECT FROM prior))::int) AS ok
+            + (NOT EXISTS (SELECT FROM earlier))::int) AS ok
 )
 SELECT a.ord, a.value, a.fits FROM checked, answer a WHERE checked.ok
 UNION ALL
-SELECT r.ord, r.value, p.applied
-FROM checked, prior p, unnest(p.counts) WITH ORDINALITY AS r (value, ord)
+SELECT r.ord, r.value, e.applied
+FROM checked, earlier e, unnest(e.counts) WITH ORDINALITY AS r (value, ord)
 WHERE checked.ok
 ORDER BY 1";
 
@@ -233,15 +245,15 @@ ORDER BY 1";
 /// Records the counts. Returns (ord, count): the refund's, or those
 /// recorded by an earlier attempt.
 const REFUND: &str = r"
-WITH prior AS (
+WITH earlier AS (
     SELECT applied, counts FROM {s}.calls WHERE id = $4::text::uuid
 ), input AS (
     SELECT * FROM unnest($1::bytea[], $2::bigint[], $6::bigint[])
         WITH ORDINALITY AS i (key, cost, floor, ord)
-    WHERE NOT EXISTS (SELECT FROM prior)
+    WHERE NOT EXISTS (SELECT FROM earlier)
 ), locked AS (
     SELECT c.key FROM {s}.counters c
-    WHERE c.key = ANY ($1::bytea[]) AND NOT EXISTS (SELECT FROM prior)
+    WHERE c.key = ANY ($1::bytea[]) AND NOT EXISTS (SELECT FROM earlier)
     ORDER BY c.key FOR UPDATE
 ), updated AS (
     UPDATE {s}.counters c SET value = greatest(c.value - i.cost, i.floor, 0)
@@ -255,17 +267,17 @@ WITH prior AS (
     INSERT INTO {s}.calls (id, expires_at, applied, counts)
     SELECT $4::text::uuid, statement_timestamp() + $5::bigint * interval '1 microsecond', true,
         (SELECT coalesce(array_agg(value ORDER BY ord), '{}') FROM answer)
-    WHERE NOT EXISTS (SELECT FROM prior)
+    WHERE NOT EXISTS (SELECT FROM earlier)
     RETURNING 1
 {purge}), checked AS (
     SELECT {s}.tollgate_guard($3::timestamptz,
         (SELECT count(*) FROM updated) + (SELECT count(*) FROM recorded),
-        (SELECT count(*) FROM updated) + (NOT EXISTS (SELECT FROM prior))::int) AS ok
+        (SELECT count(*) FROM updated) + (NOT EXISTS (SELECT FROM earlier))::int) AS ok
 )
 SELECT a.ord, a.value FROM checked, answer a WHERE checked.ok
 UNION ALL
 SELECT r.ord, r.value
-FROM checked, prior p, unnest(p.counts) WITH ORDINALITY AS r (value, ord)
+FROM checked, earlier e, unnest(e.counts) WITH ORDINALITY AS r (value, ord)
 WHERE checked.ok
 ORDER BY 1";
 
@@ -363,16 +375,105 @@ WITH counters AS (
 SELECT (SELECT count(*) FROM counters), (SELECT count(*) FROM marks),
     (SELECT count(*) FROM calls)";
 
+/// The priors of a count (the plain or floored statement's `{priors}`):
+/// `{keys}` their keys, in the order of their counters. Each one's count,
+/// 0 when absent or expired, read from the statement's snapshot (under
+/// READ COMMITTED, the counts committed when the statement began): never
+/// locked nor written, its lifetime left alone. The prior of the `n`th
+/// counter that has one answers at ordinal `cardinality($1) + n`, after
+/// every count.
+///
+/// The keys are unnested through a sub-select, `(SELECT {keys})`, so that
+/// the server estimates their number alike whether it plans the statement
+/// for the call's values (a custom plan) or for any (the generic plan):
+/// the default of 10, not the call's 1. Otherwise the prior probes would
+/// make the generic plan look far costlier than a custom plan of a small
+/// batch, and the server would plan the statement anew at every call
+/// (measured: a reservation of one counter with a prior at a third of the
+/// throughput, each call planned in about 3 ms); as it is, the server
+/// chooses between the two as it does for the statement without priors.
+const COUNT_PRIORS: &str = r"), priors AS (
+    SELECT p.n, coalesce(c.value, 0) AS value
+    FROM unnest((SELECT {keys}::bytea[])) WITH ORDINALITY AS p (key, n)
+        LEFT JOIN {s}.counters c ON c.key = p.key AND c.expires_at > statement_timestamp()
+    WHERE NOT EXISTS (SELECT FROM earlier)
+";
+
+/// The priors of a reservation (its `{priors}`), read as a count's
+/// ([`COUNT_PRIORS`]): $9 their keys, $10 the ordinal of each one's
+/// counter, $11 and $12 the part and whole each one's count is weighed
+/// by (`whole` in 1..=`Window::MAX_SECS` and `part <= whole`, checked by
+/// the store): `floor(count × part / whole)` exact in bigint, as
+/// `(count / whole) × part + (count % whole) × part / whole`, whose terms
+/// stay below 2^53 and 2^50 for counts up to 2^53. The keys go through a
+/// sub-select as in [`COUNT_PRIORS`] (a multi-array `unnest` is estimated
+/// at its longest array's length).
+const RESERVE_PRIORS: &str = r"), priors AS (
+    SELECT p.n, p.at, v.value,
+        (v.value / p.whole) * p.part + ((v.value % p.whole) * p.part) / p.whole AS weighed
+    FROM unnest((SELECT $9::bytea[]), $10::bigint[], $11::bigint[], $12::bigint[])
+            WITH ORDINALITY AS p (key, at, part, whole, n)
+        LEFT JOIN {s}.counters c ON c.key = p.key AND c.expires_at > statement_timestamp(),
+        LATERAL (SELECT coalesce(c.value, 0) AS value) v
+    WHERE NOT EXISTS (SELECT FROM earlier)
+";
+
+/// A reservation's `{decision}` without priors: every raised count within
+/// its room.
+const DECISION: &str = r"    SELECT coalesce(bool_and(greatest(value, floor) <= room), true) AS fits FROM current
+";
+
+/// A reservation's `{decision}` with priors: a counter with one fits when
+/// its raised count is within its room less the prior's weighed count,
+/// `g <= (max − cost) − w`, which is `g + cost <= max − w`; or when
+/// `g + cost` is 0, which fits any max, even one the weight brings below
+/// 0 ([`Counter::fits_after`](tollgate_core::Counter::fits_after)
+/// saturates). No overflow: the room is at least -1 and `w` at most 2^53.
+const DECISION_PRIORS: &str = r"    SELECT coalesce(bool_and(greatest(cur.value, cur.floor) <= cur.room - coalesce(p.weighed, 0)
+            OR cur.after = 0), true) AS fits
+    FROM current cur LEFT JOIN priors p ON p.at = cur.ord
+";
+
+/// The priors' counts a count answers (its `{answer_priors}`), after
+/// every counter's: recorded with them, so that a retry answers them too.
+const COUNT_ANSWER_PRIORS: &str = r"    UNION ALL
+    SELECT cardinality($1::bytea[]) + p.n, p.value FROM priors p
+";
+
+/// The priors' counts a reservation answers, after every counter's.
+const RESERVE_ANSWER_PRIORS: &str = r"    UNION ALL
+    SELECT cardinality($1::bytea[]) + p.n, p.value, d.fits FROM decision d, priors p
+";
+
+/// The counter statements of one schema, all without purging or all with.
+#[derive(Clone, Debug)]
+pub(crate) struct Counters {
+    /// The count of a batch with no floor and no prior.
+    pub(crate) count: String,
+    /// The count of a batch with a floor on some counter and no prior.
+    pub(crate) count_floored: String,
+    /// The count of a batch with a prior on some counter and no floor:
+    /// [`COUNT`]'s parameters, then $7 the priors' keys.
+    pub(crate) count_priors: String,
+    /// The count of a batch with both: [`COUNT_FLOORED`]'s parameters,
+    /// then $8 the priors' keys.
+    pub(crate) count_floored_priors: String,
+    /// The reservation of a batch with no prior.
+    pub(crate) reserve: String,
+    /// The reservation of a batch with a prior on some counter:
+    /// [`RESERVE`]'s parameters, then [`RESERVE_PRIORS`]'.
+    pub(crate) reserve_priors: String,
+    /// The refund (which ignores priors).
+    pub(crate) refund: String,
+}
+
 /// The statements of one schema.
 #[derive(Clone, Debug)]
 pub(crate) struct Statements {
-    pub(crate) count: String,
-    /// The count of a batch with a floor on some counter.
-    pub(crate) count_floored: String,
-    pub(crate) reserve: String,
-    pub(crate) refund: String,
+    /// The counter statements most calls run.
+    pub(crate) counters: Counters,
     /// The counter statements that also purge expired call records.
-    pub(crate) purging: Purging,
+    pub(crate) purging: Counters,
     pub(crate) get: String,
     pub(crate) delete: String,
     pub(crate) claim: String,
@@ -381,43 +482,44 @@ pub(crate) struct Statements {
     pub(crate) sweep: String,
 }
 
-/// The purging variants of the counter statements.
-#[derive(Clone, Debug)]
-pub(crate) struct Purging {
-    pub(crate) count: String,
-    pub(crate) count_floored: String,
-    pub(crate) reserve: String,
-    pub(crate) refund: String,
-}
-
 impl Statements {
     /// The statements on the schema `quoted` (a quoted identifier).
     pub(crate) fn new(quoted: &str) -> Statements {
         let purge = PURGE.replace("{limit}", &PURGE_BATCH.to_string());
         let purged = format!("), purged AS ({purge}\n");
-        let on = |sql: &str, purging: bool| {
+        // A template with its priors' parts (`{priors}`, `{decision}`,
+        // `{answer_priors}`; none for a batch without priors), then the
+        // purge's, then the schema.
+        let on = |sql: &str, priors: [&str; 3], purging: bool| {
             let purge = if purging { purged.as_str() } else { "" };
-            sql.replace("{purge}", purge)
+            sql.replace("{priors}", priors[0])
+                .replace("{decision}", priors[1])
+                .replace("{answer_priors}", priors[2])
+                .replace("{purge}", purge)
                 .replace("{purge_sweep}", &PURGE.replace("{limit}", "$1::bigint"))
                 .replace("{s}", quoted)
         };
+        let none = ["", DECISION, ""];
+        let count = [COUNT_PRIORS, "", COUNT_ANSWER_PRIORS];
+        let reserve = [RESERVE_PRIORS, DECISION_PRIORS, RESERVE_ANSWER_PRIORS];
+        let counters = |purging: bool| Counters {
+            count: on(COUNT, none, purging),
+            count_floored: on(COUNT_FLOORED, none, purging),
+            count_priors: on(COUNT, count, purging).replace("{keys}", "$7"),
+            count_floored_priors: on(COUNT_FLOORED, count, purging).replace("{keys}", "$8"),
+            reserve: on(RESERVE, none, purging),
+            reserve_priors: on(RESERVE, reserve, purging),
+            refund: on(REFUND, none, purging),
+        };
         Statements {
-            count: on(COUNT, false),
-            count_floored: on(COUNT_FLOORED, false),
-            reserve: on(RESERVE, false),
-            refund: on(REFUND, false),
-            purging: Purging {
-                count: on(COUNT, true),
-                count_floored: on(COUNT_FLOORED, true),
-                reserve: on(RESERVE, true),
-                refund: on(REFUND, true),
-            },
-            get: on(GET, false),
-            delete: on(DELETE, false),
-            claim: on(CLAIM, false),
-            finish: on(FINISH, false),
-            release: on(RELEASE, false),
-            sweep: on(SWEEP, false),
+            counters: counters(false),
+            purging: counters(true),
+            get: on(GET, none, false),
+            delete: on(DELETE, none, false),
+            claim: on(CLAIM, none, false),
+            finish: on(FINISH, none, false),
+            release: on(RELEASE, none, false),
+            sweep: on(SWEEP, none, false),
         }
     }
 }

@@ -11,10 +11,11 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tollgate_core::{
     CheckId, Claim, Counter, CounterStore, Deadline, MARK_DONE, MAX_COUNT, MarkStore, Named,
-    Reservation, StoreError, async_trait,
+    Reservation, StoreError, Window, async_trait,
 };
 
 use crate::shared::Shared;
+use crate::sql::Counters;
 use crate::{Error, PostgresOptions, error, sweep};
 
 /// A [`CounterStore`] and [`MarkStore`] in PostgreSQL: one statement per
@@ -128,6 +129,16 @@ impl PostgresStore {
         )
     }
 
+    /// The counter statements a call runs: their purging variants when
+    /// [`record`](PostgresStore::record) says so.
+    fn counters(&self, purge: bool) -> &Counters {
+        if purge {
+            &self.shared.sql.purging
+        } else {
+            &self.shared.sql.counters
+        }
+    }
+
     /// Runs a counter statement, again while it fails only because it
     /// raced another call and applied nothing: a counter created
     /// concurrently (a serialization failure from the guard), or another
@@ -194,30 +205,38 @@ impl CounterStore for PostgresStore {
         if counters.is_empty() {
             return Ok(Vec::new());
         }
+        let priors = Priors::of(counters)?;
         let (keys, costs, ttls) = columns(counters);
         let cutoff = cutoff(deadline);
         let (id, lifetime, purge) = self.record(id, deadline);
-        let sql = &self.shared.sql;
-        let rows = if counters.iter().all(|c| c.floor == 0) {
-            let sql = if purge {
-                &sql.purging.count
-            } else {
-                &sql.count
-            };
-            let params: [&(dyn ToSql + Sync); 6] = [&keys, &costs, &ttls, &cutoff, &id, &lifetime];
-            self.write(sql, &params, deadline, started).await?
-        } else {
-            let sql = if purge {
-                &sql.purging.count_floored
-            } else {
-                &sql.count_floored
-            };
-            let floors = floors(counters);
-            let params: [&(dyn ToSql + Sync); 7] =
-                [&keys, &costs, &ttls, &cutoff, &id, &lifetime, &floors];
-            self.write(sql, &params, deadline, started).await?
+        let sql = self.counters(purge);
+        let floors = counters
+            .iter()
+            .any(|c| c.floor > 0)
+            .then(|| floors(counters));
+        let params: [&(dyn ToSql + Sync); 6] = [&keys, &costs, &ttls, &cutoff, &id, &lifetime];
+        let rows = match (&floors, priors.is_empty()) {
+            (None, true) => self.write(&sql.count, &params, deadline, started).await?,
+            (Some(floors), true) => {
+                let params: [&(dyn ToSql + Sync); 7] =
+                    [&keys, &costs, &ttls, &cutoff, &id, &lifetime, floors];
+                self.write(&sql.count_floored, &params, deadline, started)
+                    .await?
+            }
+            (floors, false) => {
+                // The floors of a floored batch, then the priors' keys.
+                let (sql, floors) = match floors {
+                    None => (&sql.count_priors, None),
+                    Some(floors) => (&sql.count_floored_priors, Some(floors)),
+                };
+                let floors = floors.map(|f| f as &(dyn ToSql + Sync));
+                let keys: &(dyn ToSql + Sync) = &priors.keys;
+                let params: Vec<&(dyn ToSql + Sync)> =
+                    params.into_iter().chain(floors).chain([keys]).collect();
+                self.write(sql, &params, deadline, started).await?
+            }
         };
-        counts(&rows, counters.len())
+        counts(&rows, counters.len() + priors.len())
     }
 
     async fn reserve(
@@ -233,21 +252,25 @@ impl CounterStore for PostgresStore {
                 counts: Vec::new(),
             });
         }
+        let priors = Priors::of(counters)?;
         let (keys, costs, ttls) = columns(counters);
         let rooms: Vec<i64> = counters.iter().map(room).collect();
         let floors = floors(counters);
         let cutoff = cutoff(deadline);
         let (id, lifetime, purge) = self.record(id, deadline);
-        let sql = if purge {
-            &self.shared.sql.purging.reserve
-        } else {
-            &self.shared.sql.reserve
-        };
+        let sql = self.counters(purge);
         let params: [&(dyn ToSql + Sync); 8] = [
             &keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime, &floors,
         ];
-        let rows = self.write(sql, &params, deadline, started).await?;
-        let counts = counts(&rows, counters.len())?;
+        let rows = if priors.is_empty() {
+            self.write(&sql.reserve, &params, deadline, started).await?
+        } else {
+            let params: Vec<&(dyn ToSql + Sync)> =
+                params.into_iter().chain(priors.params()).collect();
+            self.write(&sql.reserve_priors, &params, deadline, started)
+                .await?
+        };
+        let counts = counts(&rows, counters.len() + priors.len())?;
         let mut applied = None;
         for row in &rows {
             let fits: bool = row.try_get(2).map_err(bad_row)?;
@@ -276,11 +299,7 @@ impl CounterStore for PostgresStore {
         let floors = floors(counters);
         let cutoff = cutoff(deadline);
         let (id, lifetime, purge) = self.record(id, deadline);
-        let sql = if purge {
-            &self.shared.sql.purging.refund
-        } else {
-            &self.shared.sql.refund
-        };
+        let sql = &self.counters(purge).refund;
         let params: [&(dyn ToSql + Sync); 6] = [&keys, &costs, &cutoff, &id, &lifetime, &floors];
         let rows = self.write(sql, &params, deadline, started).await?;
         counts(&rows, counters.len())
@@ -434,6 +453,68 @@ fn room(counter: &Counter) -> i64 {
     }
 }
 
+/// The priors of a batch, as statement arrays: one entry per counter that
+/// has a [`prior`](Counter::prior), in counter order.
+struct Priors<'a> {
+    /// The prior counters' keys.
+    keys: Vec<&'a [u8]>,
+    /// The ordinal (from 1) of each one's counter in the batch.
+    at: Vec<i64>,
+    /// The part and the whole each one's count is weighed by.
+    parts: Vec<i64>,
+    wholes: Vec<i64>,
+}
+
+impl<'a> Priors<'a> {
+    /// The priors of `counters`; a malformed call when one is out of the
+    /// contract's bounds (`whole` 0 or above [`Window::MAX_SECS`], `part`
+    /// above `whole`), within which the statement's weighing is exact and
+    /// cannot overflow.
+    fn of(counters: &'a [Counter]) -> Result<Priors<'a>, StoreError> {
+        let mut priors = Priors {
+            keys: Vec::new(),
+            at: Vec::new(),
+            parts: Vec::new(),
+            wholes: Vec::new(),
+        };
+        for (i, counter) in counters.iter().enumerate() {
+            let Some(prior) = &counter.prior else {
+                continue;
+            };
+            let (part, whole) = (prior.part, prior.whole);
+            if !(1..=Window::MAX_SECS).contains(&whole) || part > whole {
+                return Err(StoreError::Backend(
+                    format!(
+                        "malformed call: the prior of counter {} is weighed {part}/{whole}; \
+                         expected a whole of 1 to {} and a part of at most the whole",
+                        i + 1,
+                        Window::MAX_SECS
+                    )
+                    .into(),
+                ));
+            }
+            priors.keys.push(prior.key.as_bytes());
+            priors.at.push(bigint(i as u64 + 1));
+            priors.parts.push(bigint(part));
+            priors.wholes.push(bigint(whole));
+        }
+        Ok(priors)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The reservation's prior parameters, $9 to $12.
+    fn params(&self) -> [&(dyn ToSql + Sync); 4] {
+        [&self.keys, &self.at, &self.parts, &self.wholes]
+    }
+}
+
 fn bigint(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -506,6 +587,7 @@ mod tests {
             cost,
             max,
             floor: 0,
+            prior: None,
         }
     }
 

@@ -26,6 +26,7 @@ fn counter(key: &str) -> Counter {
         cost: 5,
         max: 100,
         floor: 0,
+        prior: None,
     }
 }
 

@@ -16,6 +16,7 @@ fn counter(key: &str, ttl: Duration) -> Counter {
         cost: 1,
         max: 1_000,
         floor: 0,
+        prior: None,
     }
 }
 

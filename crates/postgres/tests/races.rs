@@ -27,6 +27,7 @@ fn counters(keys: &[String], max: u64, cost: u64) -> Vec<Counter> {
             cost,
             max,
             floor: 0,
+            prior: None,
         })
         .collect()
 }

@@ -126,6 +126,7 @@ fn counter(key: &str, cost: u64, max: u64) -> Counter {
         cost,
         max,
         floor: 0,
+        prior: None,
     }
 }
 

@@ -200,6 +200,7 @@ fn counter(key: &str) -> Counter {
         cost: 1,
         max: 10,
         floor: 0,
+        prior: None,
     }
 }
 
