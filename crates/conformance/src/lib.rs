@@ -77,6 +77,11 @@ macro_rules! conformance_tests {
             a_prior_is_weighed_exactly_at_the_bounds,
             a_retry_answers_the_prior_it_read,
             a_sliding_window_weighs_its_previous_window_by_the_time_left,
+            racing_acquirers_never_hold_more_than_the_concurrency,
+            a_crashed_holders_lease_is_free_at_its_expiry,
+            renewing_a_lease_keeps_it,
+            releases_are_idempotent_and_by_id,
+            a_refused_acquire_spends_no_rate_budget_and_vice_versa,
         );
     };
     (@checks $harness:ty; $($check:ident),* $(,)?) => {

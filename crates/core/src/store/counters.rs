@@ -42,6 +42,16 @@ pub struct Counter {
     /// sliding window's previous window, when the core does not know its
     /// count already. `None` for most counters.
     pub prior: Option<Prior>,
+    /// Whether the counter is a set of leases (a
+    /// [concurrency](crate::Algorithm::Concurrency) limit's) rather than a
+    /// count: its count is the number of its leases that have not expired
+    /// (any call on it removes the expired ones), and a count or an applied
+    /// reservation adds the lease whose id is the call's [`CheckId`]
+    /// (unless the set holds it already), ending `ttl` from then; the set
+    /// lives until its last lease ends. Its cost is 1, its floor 0, it has
+    /// no prior, and a refund leaves it as it is. See the trait's reply
+    /// tail.
+    pub lease: bool,
 }
 
 /// A counter whose count, weighed by `part / whole`, a [`Counter`] makes
@@ -290,7 +300,12 @@ pub trait CounterStore: Named {
     /// changes nothing. Expired leases of the set are removed.
     ///
     /// The default answers that this store keeps no leases.
-    async fn end_lease(&self, key: &str, id: CheckId, deadline: Deadline) -> Result<bool, StoreError> {
+    async fn end_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
         let _ = (key, id, deadline);
         Err(no_leases())
     }
@@ -394,6 +409,7 @@ mod tests {
             max,
             floor: 0,
             prior: None,
+            lease: false,
         }
     }
 
@@ -464,6 +480,7 @@ mod tests {
         let at = |floor| Counter {
             floor,
             prior: None,
+            lease: false,
             ..counter(3, 110)
         };
         assert_eq!(at(100).added_to(5), 103, "raised to the floor");
