@@ -19,6 +19,7 @@ fn counter(key: &str) -> Counter {
         max: 10,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 
