@@ -226,6 +226,25 @@ pub struct Reservation {
 ///   record them with the counts (a retry answers the same);
 ///   [`refund`](CounterStore::refund) ignores priors. A prior's key is
 ///   none of the batch's counters and no other counter's prior.
+/// - A [`lease`](Counter::lease) counter is a set of leases: its count is
+///   the number of its unexpired leases (on the store's clock; every call
+///   on the set removes the expired ones), a count or applied reservation
+///   adds the lease whose id is the call's [`CheckId`] (not again when the
+///   set holds it), ending `ttl` later, and a reservation fits it when
+///   that count plus 1 is within its max. The set lives until its last
+///   lease ends (a key without leases is removed). After the priors'
+///   counts, [`count`](CounterStore::count) and
+///   [`reserve`](CounterStore::reserve) answer, per lease counter in
+///   order, two numbers: the ms until its first lease ends after the call
+///   (rounded up; 0 when it holds none), and how many expired leases the
+///   call removed from it; recorded with the rest. A refund leaves a lease
+///   counter as it is and answers its count.
+///   [`end_lease`](CounterStore::end_lease),
+///   [`renew_lease`](CounterStore::renew_lease) and
+///   [`leases`](CounterStore::leases) are one atomic round trip each.
+///
+/// So a reply is the counts, then one count per prior, then two numbers
+/// per lease counter.
 /// - Counts are exact integers in `0..=`[`MAX_COUNT`]; arithmetic saturates
 ///   ([`Counter::added_to`], [`Counter::refunded_from`]), never wraps.
 /// - Concurrent callers (tasks, processes, machines sharing the store) never
