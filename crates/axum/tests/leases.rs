@@ -63,6 +63,8 @@ async fn a_lease_is_held_until_the_body_has_been_sent() {
     let app = app(limiter, chunks);
     let streaming = app.clone().oneshot(request()).await.unwrap();
     assert_eq!(streaming.status(), StatusCode::OK);
+    // Time for a release in the background, were the lease let go.
+    tokio::time::sleep(Duration::from_millis(50)).await;
     // The body is still being sent: the one lease is held.
     let refused = app.clone().oneshot(request()).await.unwrap();
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
