@@ -62,7 +62,7 @@ async fn at_once(client: &Client, base: &str, ip: &str, n: usize) -> Vec<(Status
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_asks_in_flight_per_visitor_and_the_rest_refused_for_nothing() {
-    let redis = RedisServer::start().await;
+    let redis = RedisServer::start();
     let base = start(&redis.url(), Duration::from_millis(1_000)).await;
     let client = Client::new();
     let ip = "198.51.100.23";
