@@ -242,21 +242,29 @@ mod sound {
 
     tollgate_conformance::conformance_tests!(Clocked<Sound>);
 
+    tollgate_conformance::lease_conformance_tests!(Clocked<Sound>);
+
     mod unclocked {
         use super::*;
 
         tollgate_conformance::conformance_tests!(Unclocked<Sound>);
+
+        tollgate_conformance::lease_conformance_tests!(Unclocked<Sound>);
     }
 
     mod renewing {
         use super::*;
 
         tollgate_conformance::conformance_tests!(Clocked<RenewsTtlOnIncrement>);
+
+        tollgate_conformance::lease_conformance_tests!(Clocked<RenewsTtlOnIncrement>);
     }
 
     mod renewing_unclocked {
         use super::*;
 
         tollgate_conformance::conformance_tests!(Unclocked<RenewsTtlOnIncrement>);
+
+        tollgate_conformance::lease_conformance_tests!(Unclocked<RenewsTtlOnIncrement>);
     }
 }
