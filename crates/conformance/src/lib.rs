@@ -29,6 +29,22 @@ mod support;
 pub use harness::{Expiry, Harness};
 pub use support::{FIXED_NOW, unique};
 
+/// Stamps out one `#[tokio::test]` per lease check (the
+/// [`CounterStore`](tollgate_core::CounterStore) lease calls and lease
+/// counters) for a [`Harness`] type, for a store that keeps leases.
+#[macro_export]
+macro_rules! lease_conformance_tests {
+    ($harness:ty) => {
+        $crate::conformance_tests!(@checks $harness;
+            racing_acquirers_never_hold_more_than_the_concurrency,
+            a_crashed_holders_lease_is_free_at_its_expiry,
+            renewing_a_lease_keeps_it,
+            releases_are_idempotent_and_by_id,
+            a_refused_acquire_spends_no_rate_budget_and_vice_versa,
+        );
+    };
+}
+
 /// Stamps out one `#[tokio::test]` per conformance check for a [`Harness`] type.
 #[macro_export]
 macro_rules! conformance_tests {

@@ -68,6 +68,7 @@ pub(crate) fn counter(rule: &Rule, key: String, units: u64, at: Duration) -> Cou
         max,
         floor: now,
         prior: None,
+        lease: false,
     }
 }
 

@@ -156,8 +156,22 @@ impl Limit {
     /// them (a shadow rule's stays [`MAX_COUNT`]).
     pub(crate) fn counter_at(&self, at: Duration, weighted: u64) -> Counter {
         let now_secs = at.as_secs();
-        if self.rule.algorithm() == Algorithm::Gcra {
-            return gcra::counter(&self.rule, self.current_key(now_secs), self.cost, at);
+        match self.rule.algorithm() {
+            Algorithm::Gcra => {
+                return gcra::counter(&self.rule, self.current_key(now_secs), self.cost, at);
+            }
+            Algorithm::Concurrency => {
+                return Counter {
+                    key: self.current_key(now_secs),
+                    ttl: self.rule.counter_ttl(),
+                    cost: 1,
+                    max: self.counter_max(),
+                    floor: 0,
+                    prior: None,
+                    lease: true,
+                };
+            }
+            Algorithm::Fixed | Algorithm::Sliding => {}
         }
         let max = if self.rule.is_shadow() {
             MAX_COUNT
@@ -171,6 +185,7 @@ impl Limit {
             max,
             floor: 0,
             prior: None,
+            lease: false,
         }
     }
 

@@ -29,7 +29,6 @@ struct Held {
 }
 
 impl Lease {
-    #[allow(dead_code)] // TEMP: until leases are taken
     pub(crate) fn new(limiter: Limiter, rule: Rule, key: String, id: CheckId) -> Lease {
         Lease(Arc::new(Held {
             limiter,

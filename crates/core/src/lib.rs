@@ -40,8 +40,8 @@ pub use limiter::{Limiter, LimiterBuilder, Mode, Policy};
 pub use retry::RetryPolicy;
 pub use rule::{DEFAULT_RULES_TOML, MAX_MAX, MAX_NAME_LEN, Rule, RuleSet};
 pub use store::{
-    CheckId, Claim, Counter, CounterStore, Leases, MARK_DONE, MAX_COUNT, MarkStore, Named, Prefixed, Prior,
-    Reservation, Store,
+    CheckId, Claim, Counter, CounterStore, Leases, MARK_DONE, MAX_COUNT, MarkStore, Named,
+    Prefixed, Prior, Reservation, Store,
 };
 #[cfg(feature = "test-util")]
 pub use test_util::{Fault, Faults, Faulty, Hook, Hooked};

@@ -56,7 +56,6 @@ pub const LEASES: &str = "tollgate_leases_total";
 
 /// What happened to leases of a concurrency rule ([`LEASES`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(dead_code)] // TEMP: until leases are taken
 pub(crate) enum LeaseEvent {
     Acquired,
     Refused,

@@ -11,32 +11,69 @@ use std::time::Duration;
 
 use crate::{Algorithm, Counter, Limit, Mode, Reservation, StoreError, Usage, algorithm, gcra};
 
+/// What a store answers after the counts of a check: its priors' counts
+/// and, per set of leases, when its first lease ends and how many it found
+/// expired.
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    /// One per counter with a [`prior`](Counter::prior), in order.
+    pub(crate) priors: Vec<u64>,
+    /// One per [`lease`](Counter::lease) counter, in order: ms until its
+    /// first lease ends, and the leases it found expired.
+    pub(crate) leases: Vec<(u64, u64)>,
+}
+
 /// The reply to a check of `counters` split: the counters' counts, and
-/// the counts of their priors (one per counter with a
-/// [`prior`](Counter::prior), in order) that the store answered after them.
-pub(crate) fn priors(
+/// what the store answered after them ([`Tail`]).
+pub(crate) fn tail(
     counters: &[Counter],
     mut reply: Reservation,
-) -> Result<(Reservation, Vec<u64>), StoreError> {
-    let asked = counters.iter().filter(|c| c.prior.is_some()).count();
-    if asked == 0 {
-        return Ok((reply, Vec::new()));
+) -> Result<(Reservation, Tail), StoreError> {
+    let priors = counters.iter().filter(|c| c.prior.is_some()).count();
+    let leases = counters.iter().filter(|c| c.lease).count();
+    if priors == 0 && leases == 0 {
+        return Ok((reply, Tail::default()));
     }
-    let counts = same_len(counters.len() + asked, reply.counts)?;
-    let (counts, read) = counts.split_at(counters.len());
-    for &count in read {
+    let mut counts = same_len(counters.len() + priors + 2 * leases, reply.counts)?;
+    let rest = counts.split_off(counters.len());
+    for &count in &rest {
         not_past_max_count(count)?;
     }
-    let read = read.to_vec();
-    reply.counts = counts.to_vec();
-    Ok((reply, read))
+    let (read, pairs) = rest.split_at(priors);
+    let lifetimes = counters.iter().filter(|c| c.lease).map(|c| c.ttl);
+    let leases = pairs
+        .chunks_exact(2)
+        .zip(lifetimes)
+        .map(|(pair, ttl)| {
+            let (first_ends, reclaimed) = (pair[0], pair[1]);
+            // A lease ends at most its lifetime after the call.
+            let most = u64::try_from(ttl.as_millis())
+                .unwrap_or(u64::MAX)
+                .saturating_add(1);
+            if first_ends > most {
+                return Err(StoreError::InvalidReply(format!(
+                    "a lease ends in {first_ends} ms, past its lifetime"
+                )));
+            }
+            Ok((first_ends, reclaimed))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    reply.counts = counts;
+    Ok((
+        reply,
+        Tail {
+            priors: read.to_vec(),
+            leases,
+        },
+    ))
 }
 
 /// The usage of each limit after a check, from the store's reply (its
-/// priors' counts split off: [`priors`]); the usage takes over the
+/// [`tail`] split off); the usage takes over the
 /// counters' keys. `previous` holds, per limit, its previous window's
 /// count (a sliding window's; 0 for a fixed one), which the counter's max
-/// was lowered by as it weighs now, or which its prior read.
+/// was lowered by as it weighs now, or which its prior read; for a
+/// concurrency limit, the ms until its first lease ends.
 pub(crate) fn usage(
     limits: &[Limit],
     counters: Vec<Counter>,
@@ -50,7 +87,12 @@ pub(crate) fn usage(
     let mut blocked = false;
     for (i, (counter, &count)) in counters.iter().zip(&counts).enumerate() {
         not_past_max_count(count)?;
-        let prior = previous.get(i).copied().unwrap_or(0);
+        // A lease counter's `previous` is a time, no prior.
+        let prior = previous
+            .get(i)
+            .copied()
+            .filter(|_| !counter.lease)
+            .unwrap_or(0);
         // Raised to its floor first: a store that ignores floors (a GCRA
         // arrival time left near the epoch) is found here.
         if applied && count < counter.added_to(0) {
@@ -85,7 +127,8 @@ pub(crate) fn usage(
 }
 
 /// The usage of `limit` whose counter `key` stands at `current` and its
-/// previous window's at `previous` (read for a sliding window only), at
+/// previous window's at `previous` (read for a sliding window only; for a
+/// concurrency limit, the ms until its first lease held ends), at
 /// `at`: its count (a sliding window's estimate; for GCRA, `max` less the
 /// units that fit now), whether it refuses the call (`refused`: a
 /// reservation that was not applied), and how long to wait.

@@ -358,10 +358,9 @@ impl RuleBody {
     /// `algorithm`), or `concurrency` and a `lease` (60 s unless given).
     fn shape(&self, name: &str) -> Result<(u64, Window, Algorithm), Error> {
         match (self.max, self.window, self.concurrency) {
-            (None, None, Some(_)) if self.algorithm != Algorithm::Fixed => Err(Error::rule(
-                name,
-                "a concurrency rule takes no algorithm",
-            )),
+            (None, None, Some(_)) if self.algorithm != Algorithm::Fixed => {
+                Err(Error::rule(name, "a concurrency rule takes no algorithm"))
+            }
             (None, None, Some(n)) => Ok((
                 n,
                 self.lease.unwrap_or(Window::MINUTE),
@@ -371,10 +370,9 @@ impl RuleBody {
                 name,
                 "give either max and window, or concurrency (and lease)",
             )),
-            (_, _, None) if self.lease.is_some() => Err(Error::rule(
-                name,
-                "lease applies to concurrency rules only",
-            )),
+            (_, _, None) if self.lease.is_some() => {
+                Err(Error::rule(name, "lease applies to concurrency rules only"))
+            }
             (Some(max), Some(window), None) => Ok((max, window, self.algorithm)),
             (None, _, None) => Err(Error::rule(name, "missing max (or concurrency)")),
             (Some(_), None, None) => Err(Error::rule(name, "missing window")),
@@ -602,7 +600,8 @@ mod tests {
 
     #[test]
     fn concurrency_rules_load_with_a_lease_and_nothing_else() {
-        let set = RuleSet::from_toml("[a]\nconcurrency = 3\n[b]\nconcurrency = 1\nlease = \"5s\"\n");
+        let set =
+            RuleSet::from_toml("[a]\nconcurrency = 3\n[b]\nconcurrency = 1\nlease = \"5s\"\n");
         let set = set.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(get(&set, "a"), (3, 60), "60 s unless given");
         assert_eq!(get(&set, "b"), (1, 5));

@@ -266,7 +266,6 @@ impl Verdict {
     }
 
     /// The same verdict holding `leases`.
-    #[allow(dead_code)] // TEMP: until leases are taken
     pub(crate) fn with_leases(mut self, leases: Vec<Lease>) -> Verdict {
         self.leases = leases;
         self

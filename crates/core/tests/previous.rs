@@ -57,6 +57,7 @@ impl CounterStore for LoseFirst {
                 max: 1 << 53,
                 floor: 0,
                 prior: None,
+                lease: false,
             };
             self.inner.count(&[late], CheckId::new(), d).await?;
             return Err(StoreError::Connection("lost".into()));

@@ -17,8 +17,8 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 use tollgate::axum::{
-    ClientVisitor, Guard, KeyPart, Problem, Rejection, VisitorSource, check, fields,
-    hold_leases, problem,
+    ClientVisitor, Guard, KeyPart, Problem, Rejection, VisitorSource, check, fields, hold_leases,
+    problem,
 };
 use tollgate::{Deliveries, Limit, Limiter, MarkStore, Mode, Policy, Rule, RuleSet, Verdict};
 

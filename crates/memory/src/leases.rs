@@ -48,7 +48,13 @@ pub(crate) fn held(map: &mut Map<Entry>, key: &str, now: Duration) -> Found {
 
 /// Takes the lease `id` at `key` for `ttl` (held already: as it is); the
 /// leases held after.
-pub(crate) fn take(map: &mut Map<Entry>, key: &str, id: CheckId, ttl: Duration, now: Duration) -> u64 {
+pub(crate) fn take(
+    map: &mut Map<Entry>,
+    key: &str,
+    id: CheckId,
+    ttl: Duration,
+    now: Duration,
+) -> u64 {
     let ends = now.saturating_add(ttl);
     let (set, _) = live(map, key, now);
     let held = match set {
@@ -126,6 +132,21 @@ pub(crate) fn status(map: &mut Map<Entry>, key: &str, now: Duration) -> Leases {
     Leases {
         held: live.count() as u64,
         first_ends: first.map_or(Duration::ZERO, |ends| ceil_ms(ends.saturating_sub(now))),
+    }
+}
+
+/// The ids of the leases held at `key`, in the order taken.
+pub(crate) fn ids(map: &mut Map<Entry>, key: &str, now: Duration) -> Vec<CheckId> {
+    match map.get_mut(key) {
+        Some(Entry {
+            value: Value::Leases(set),
+            ..
+        }) => set
+            .iter()
+            .filter(|&&(_, ends)| ends > now)
+            .map(|&(id, _)| id)
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

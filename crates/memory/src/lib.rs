@@ -1,6 +1,5 @@
 #![doc = include_str!("../README.md")]
 
-#[allow(dead_code)] // TEMP: until leases are taken
 mod leases;
 mod map;
 mod records;
@@ -11,7 +10,7 @@ use std::time::Duration;
 use map::Map;
 use records::Records;
 use tollgate_core::{
-    CheckId, Claim, Clock, Counter, CounterStore, Deadline, MARK_DONE, MarkStore, Named,
+    CheckId, Claim, Clock, Counter, CounterStore, Deadline, Leases, MARK_DONE, MarkStore, Named,
     Reservation, StoreError, SystemClock, async_trait,
 };
 
@@ -42,7 +41,6 @@ enum Value {
     Count(u64),
     Mark(Box<str>),
     /// A concurrency limit's leases.
-    #[allow(dead_code)] // TEMP
     Leases(leases::Set),
 }
 
@@ -95,6 +93,13 @@ impl MemoryStore {
     pub fn expiry(&self, key: &str) -> Option<Duration> {
         let now = self.clock.now();
         live(&mut self.lock().map, key, now).map(|e| e.expires_at.saturating_sub(now))
+    }
+
+    /// The ids of the leases held in the set at `key`, in the order they
+    /// were taken: for tests (not part of the store contract).
+    pub fn lease_ids(&self, key: &str) -> Vec<CheckId> {
+        let now = self.clock.now();
+        leases::ids(&mut self.lock().map, key, now)
     }
 
     /// How many calls the store remembers by [`CheckId`], so that a retry
@@ -162,6 +167,45 @@ fn live_or<'a>(
     (entry, new)
 }
 
+/// What each lease counter's set held, in order, its expired leases
+/// removed.
+fn found(map: &mut Map<Entry>, counters: &[Counter], now: Duration) -> Vec<leases::Found> {
+    counters
+        .iter()
+        .filter(|c| c.lease)
+        .map(|c| leases::held(map, &c.key, now))
+        .collect()
+}
+
+/// Per lease counter, in order: ms until its first lease ends, and the
+/// expired leases the call removed.
+fn tail(
+    map: &mut Map<Entry>,
+    counters: &[Counter],
+    found: &[leases::Found],
+    now: Duration,
+) -> Vec<u64> {
+    counters
+        .iter()
+        .filter(|c| c.lease)
+        .zip(found)
+        .flat_map(|(c, found)| {
+            let first = leases::first_ends(map, &c.key, now);
+            let ms = u64::try_from(first.as_millis()).unwrap_or(u64::MAX);
+            [ms, found.reclaimed]
+        })
+        .collect()
+}
+
+/// Adds a counter's cost, or takes a lease counter's lease `id`.
+fn add_or_take(map: &mut Map<Entry>, counter: &Counter, id: CheckId, now: Duration) -> u64 {
+    if counter.lease {
+        leases::take(map, &counter.key, id, counter.ttl, now)
+    } else {
+        add(map, counter, now)
+    }
+}
+
 /// The live count of each counter's prior, in order.
 fn priors(map: &mut Map<Entry>, counters: &[Counter], now: Duration) -> Vec<u64> {
     counters
@@ -221,8 +265,13 @@ impl CounterStore for MemoryStore {
     ) -> Result<Vec<u64>, StoreError> {
         let reply = self.once(id, deadline, |map, now| {
             let priors = priors(map, counters, now);
-            let mut counts: Vec<u64> = counters.iter().map(|c| add(map, c, now)).collect();
+            let found = found(map, counters, now);
+            let mut counts: Vec<u64> = counters
+                .iter()
+                .map(|c| add_or_take(map, c, id, now))
+                .collect();
             counts.extend(priors);
+            counts.extend(tail(map, counters, &found, now));
             Reservation {
                 applied: true,
                 counts,
@@ -239,16 +288,28 @@ impl CounterStore for MemoryStore {
     ) -> Result<Reservation, StoreError> {
         Ok(self.once(id, deadline, |map, now| {
             let priors = priors(map, counters, now);
-            let mut counts: Vec<u64> = counters.iter().map(|c| count(map, &c.key, now)).collect();
+            let found = found(map, counters, now);
+            let mut held = found.iter();
+            let mut counts: Vec<u64> = counters
+                .iter()
+                .map(|c| match c.lease {
+                    true => held.next().map_or(0, |f| f.held),
+                    false => count(map, &c.key, now),
+                })
+                .collect();
             let mut prior = priors.iter();
             let fits = counters.iter().zip(&counts).all(|(c, &n)| match c.prior {
                 Some(_) => c.fits_after(n, prior.next().copied().unwrap_or(0)),
                 None => c.fits(n),
             });
             if fits {
-                counts = counters.iter().map(|c| add(map, c, now)).collect();
+                counts = counters
+                    .iter()
+                    .map(|c| add_or_take(map, c, id, now))
+                    .collect();
             }
             counts.extend(priors);
+            counts.extend(tail(map, counters, &found, now));
             Reservation {
                 applied: fits,
                 counts,
@@ -267,6 +328,7 @@ impl CounterStore for MemoryStore {
             counts: counters
                 .iter()
                 .map(|c| match live(map, &c.key, now).map(|e| &mut e.value) {
+                    _ if c.lease => leases::status(map, &c.key, now).held,
                     Some(Value::Count(n)) => {
                         *n = c.refunded_from(*n);
                         *n
@@ -288,6 +350,27 @@ impl CounterStore for MemoryStore {
         let now = self.clock.now();
         let map = &mut self.lock().map;
         Ok(map.remove(key).is_some_and(|e| e.expires_at > now))
+    }
+
+    async fn end_lease(&self, key: &str, id: CheckId, _: Deadline) -> Result<bool, StoreError> {
+        let now = self.clock.now();
+        Ok(leases::end(&mut self.lock().map, key, id, now))
+    }
+
+    async fn renew_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        lifetime: Duration,
+        _: Deadline,
+    ) -> Result<bool, StoreError> {
+        let now = self.clock.now();
+        Ok(leases::renew(&mut self.lock().map, key, id, lifetime, now))
+    }
+
+    async fn leases(&self, key: &str, _: Deadline) -> Result<Leases, StoreError> {
+        let now = self.clock.now();
+        Ok(leases::status(&mut self.lock().map, key, now))
     }
 }
 

@@ -39,6 +39,8 @@ impl Harness for MemoryHarness {
 
 conformance_tests!(MemoryHarness);
 
+tollgate_conformance::lease_conformance_tests!(MemoryHarness);
+
 /// The same suite on a memory store expiring by the system clock, with no
 /// clock for the suite to move.
 mod system_clock {
@@ -67,6 +69,8 @@ mod system_clock {
     }
 
     conformance_tests!(SystemClockHarness);
+
+    tollgate_conformance::lease_conformance_tests!(SystemClockHarness);
 }
 
 /// The same suite through [`Prefixed`]: a prefix over any store is a
@@ -111,4 +115,6 @@ mod prefixed {
     }
 
     conformance_tests!(PrefixedHarness);
+
+    tollgate_conformance::lease_conformance_tests!(PrefixedHarness);
 }

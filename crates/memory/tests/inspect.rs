@@ -17,6 +17,7 @@ fn counter(key: &str, ttl_secs: u64) -> Counter {
         max: 10,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 

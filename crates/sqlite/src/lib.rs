@@ -4,6 +4,7 @@
 mod calls;
 mod error;
 mod job;
+mod leases;
 mod marks;
 mod ops;
 mod options;

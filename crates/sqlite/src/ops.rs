@@ -24,6 +24,17 @@
 //! [`count`] and [`reserve`] answer the priors' counts after the counters',
 //! in counter order. A call without a prior runs no statement for priors.
 //!
+//! A [`lease`](Counter::lease) counter is a set of leases, kept by
+//! [`leases`] in tables of its own: its count is the number of its
+//! unexpired leases (the expired ones removed first, even by a refused
+//! reservation or a refund), and a count or applied reservation takes the
+//! lease whose id is the call's (unless the set holds it already); a
+//! refund leaves it as it is. After the priors' counts, [`count`] and
+//! [`reserve`] answer two numbers per lease counter, in counter order: the
+//! ms until its first lease ends after the call, and how many expired
+//! leases the call removed from it ([`Set::tail`](leases::Set::tail));
+//! they are recorded with the rest of the reply.
+//!
 //! A counter call runs [`once`]: an attempt whose call this worker
 //! recorded before looks the record up (among the batch's, or in its row
 //! of `calls`), and one found (an earlier attempt, committed or in the same
@@ -38,6 +49,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tollgate_core::{CheckId, Counter, Deadline, Reservation};
 
 use crate::calls::{self, Calls, Earlier};
+use crate::leases;
 
 /// `Ok(T)` or a failure, whether from SQLite or an unreadable value.
 pub(crate) type Result<T> = std::result::Result<T, rusqlite::Error>;
@@ -228,9 +240,12 @@ fn to_stored(count: u64) -> Result<i64> {
 }
 
 /// How many counts a count or reservation of `counters` answers: one per
-/// counter, then one per counter with a [`prior`](Counter::prior).
+/// counter, then one per counter with a [`prior`](Counter::prior), then two
+/// per [`lease`](Counter::lease) counter.
 pub(crate) fn replied(counters: &[Counter]) -> usize {
-    counters.len() + counters.iter().filter(|c| c.prior.is_some()).count()
+    let priors = counters.iter().filter(|c| c.prior.is_some()).count();
+    let leases = counters.iter().filter(|c| c.lease).count();
+    counters.len() + priors + 2 * leases
 }
 
 /// The live count of each counter's [`prior`](Counter::prior), in counter
@@ -245,34 +260,61 @@ fn priors(conn: &Connection, counters: &[Counter], now: Duration) -> Result<Vec<
         .collect()
 }
 
-/// Adds every counter's cost (raised to its floor first), saturating; the
-/// new counts, in order, then each counter's prior's count, in order (read
-/// before the writes).
-pub(crate) fn count(conn: &Connection, counters: &[Counter], now: Duration) -> Result<Vec<u64>> {
+/// Adds every counter's cost (raised to its floor first), saturating, and
+/// takes the lease `id` of every lease counter; the new counts, in order,
+/// then each counter's prior's count, in order (read before the writes),
+/// then each lease counter's [`Set::tail`](leases::Set::tail).
+pub(crate) fn count(
+    conn: &Connection,
+    counters: &[Counter],
+    id: CheckId,
+    now: Duration,
+) -> Result<Vec<u64>> {
     let priors = priors(conn, counters, now)?;
-    let mut counts = Vec::with_capacity(counters.len() + priors.len());
+    let mut counts = Vec::with_capacity(replied(counters));
+    let mut tail = Vec::new();
     for c in counters {
+        if c.lease {
+            let set = leases::take(conn, c, id, leases::found(conn, &c.key, now)?, now)?;
+            counts.push(set.held);
+            tail.extend(set.tail(now));
+            continue;
+        }
         let before = current(conn, &c.key, now)?;
         let after = c.added_to(before.unwrap_or(0));
         counts.push(write(conn, c, before, after, Lifetime::of_added(c), now)?);
     }
     counts.extend(priors);
+    counts.extend(tail);
     Ok(counts)
 }
 
-/// Adds every counter's cost if each [fits](Counter::fits) (within its
-/// [`max_after`](Counter::max_after) its prior's count), else none and
-/// returns the current counts; then, either way, each counter's prior's
-/// count, in order.
+/// Adds every counter's cost, and takes the lease `id` of every lease
+/// counter, if each [fits](Counter::fits) (within its
+/// [`max_after`](Counter::max_after) its prior's count; a set of leases
+/// when one more lease does), else none and returns the current counts;
+/// then, either way, each counter's prior's count, in order, then each
+/// lease counter's [`Set::tail`](leases::Set::tail) (its expired leases
+/// removed either way).
 pub(crate) fn reserve(
     conn: &Connection,
     counters: &[Counter],
+    id: CheckId,
     now: Duration,
 ) -> Result<Reservation> {
     let priors = priors(conn, counters, now)?;
+    // Per lease counter, in order: its set as found.
+    let mut sets = Vec::new();
     let before = counters
         .iter()
-        .map(|c| current(conn, &c.key, now))
+        .map(|c| {
+            if c.lease {
+                let set = leases::found(conn, &c.key, now)?;
+                sets.push(set);
+                return Ok(Some(set.held));
+            }
+            current(conn, &c.key, now)
+        })
         .collect::<Result<Vec<Option<u64>>>>()?;
     let mut prior = priors.iter().copied();
     let fits = counters.iter().zip(&before).all(|(c, count)| {
@@ -283,11 +325,19 @@ pub(crate) fn reserve(
             None => c.fits(count),
         }
     });
-    let mut counts = Vec::with_capacity(counters.len() + priors.len());
+    let mut counts = Vec::with_capacity(replied(counters));
     if fits {
         // Within its max, a cost is `added_to` the count unchanged (it only
         // saturates for a max above 2^53, which no rule has).
+        let mut found = sets.iter_mut();
         for (c, before) in counters.iter().zip(before) {
+            if c.lease
+                && let Some(set) = found.next()
+            {
+                *set = leases::take(conn, c, id, *set, now)?;
+                counts.push(set.held);
+                continue;
+            }
             let after = c.added_to(before.unwrap_or(0));
             counts.push(write(conn, c, before, after, Lifetime::of_added(c), now)?);
         }
@@ -295,6 +345,7 @@ pub(crate) fn reserve(
         counts.extend(before.into_iter().map(|n| n.unwrap_or(0)));
     }
     counts.extend(priors);
+    counts.extend(sets.iter().flat_map(|set| set.tail(now)));
     Ok(Reservation {
         applied: fits,
         counts,
@@ -302,17 +353,23 @@ pub(crate) fn reserve(
 }
 
 /// Gives every counter's cost back, never below zero nor its floor,
-/// keeping its expiry; an absent or expired counter stays absent. The new
-/// counts, in order.
+/// keeping its expiry; an absent or expired counter stays absent. A lease
+/// counter is left as it is (its expired leases removed) and answers the
+/// leases it holds. The new counts, in order.
 pub(crate) fn refund(conn: &Connection, counters: &[Counter], now: Duration) -> Result<Vec<u64>> {
     counters
         .iter()
-        .map(|c| match live(conn, &c.key, now)? {
-            Some((before, _)) => {
-                let after = c.refunded_from(before);
-                write(conn, c, Some(before), after, Lifetime::Keep, now)
+        .map(|c| {
+            if c.lease {
+                return Ok(leases::found(conn, &c.key, now)?.held);
             }
-            None => Ok(0),
+            match live(conn, &c.key, now)? {
+                Some((before, _)) => {
+                    let after = c.refunded_from(before);
+                    write(conn, c, Some(before), after, Lifetime::Keep, now)
+                }
+                None => Ok(0),
+            }
         })
         .collect()
 }
@@ -426,12 +483,14 @@ fn live(conn: &Connection, key: &str, now: Duration) -> Result<Option<(u64, i64)
     }
 }
 
-/// Removes the counter `key`; whether a live row held it.
+/// Removes the counter `key`, or the set of leases at `key`; whether a
+/// live row held it (a live counter, or an unexpired lease).
 pub(crate) fn delete(conn: &Connection, key: &str, now: Duration) -> Result<bool> {
     let params = params![key.as_bytes(), millis(now)];
     let live = conn.prepare_cached(DROP_LIVE)?.execute(params)?;
     conn.prepare_cached(DROP_EXPIRED)?.execute(params)?;
-    Ok(live == 1)
+    let leased = leases::delete(conn, key, now)?;
+    Ok(live == 1 || leased)
 }
 
 /// Removes at most `batch` expired counters; how many it removed.

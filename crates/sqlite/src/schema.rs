@@ -13,8 +13,9 @@ use crate::{Error, SqliteOptions};
 /// The schema version this crate reads and writes (`PRAGMA user_version`).
 /// Version 1 kept counters only (a webhook mark was a counter of 1);
 /// version 2 keeps marks in a table of their own. The `calls` table (what
-/// recent calls applied, by id) is created in a version-2 file that lacks
-/// it, without a new version: a version that does not know it ignores it.
+/// recent calls applied, by id) and the `leases` and `lease_sets` tables
+/// (sets of leases) are created in a version-2 file that lacks them,
+/// without a new version: a version that does not know them ignores them.
 pub const SCHEMA_VERSION: i64 = 2;
 
 /// The `PRAGMA application_id` of a counter store file: `toll` in ASCII.
@@ -52,6 +53,26 @@ const CREATE_CALLS: &str = "
         expires_at INTEGER NOT NULL,
         records BLOB NOT NULL
     );
+";
+
+/// Sets of leases (a concurrency limit's): one row per lease (its set's
+/// key, its id, the call's [`CheckId`](tollgate_core::CheckId) as 16 bytes
+/// big endian, and when it ends, ms on the store's clock), and one row per
+/// set holding when its last lease ends, indexed for the sweep (see
+/// `leases.rs`). Created when missing, in a new file and in one written
+/// before them.
+const CREATE_LEASES: &str = "
+    CREATE TABLE IF NOT EXISTS leases (
+        key BLOB NOT NULL,
+        id BLOB NOT NULL,
+        ends_at INTEGER NOT NULL,
+        PRIMARY KEY (key, id)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS lease_sets (
+        key BLOB PRIMARY KEY NOT NULL,
+        ends_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS lease_sets_by_end ON lease_sets (ends_at);
 ";
 
 /// Moves the marks a version-1 file kept as counters (every key that is not
@@ -132,8 +153,8 @@ pub(crate) fn is_busy(err: &rusqlite::Error) -> bool {
 }
 
 /// Checks the schema of the file, creates it in an empty file, or migrates
-/// a version-1 file to this version; creates the `calls` table when it is
-/// missing. Runs in a write transaction, so two
+/// a version-1 file to this version; creates the `calls` table and the
+/// tables of leases when they are missing. Runs in a write transaction, so two
 /// processes opening a new file at once agree.
 /// The outer error is SQLite's; the inner one refuses the file.
 fn prepare_schema(conn: &mut Connection, path: &Path) -> rusqlite::Result<Result<(), Error>> {
@@ -182,6 +203,9 @@ fn prepare_schema(conn: &mut Connection, path: &Path) -> rusqlite::Result<Result
     }
     if !has("calls")? {
         tx.execute_batch(CREATE_CALLS)?;
+    }
+    if !has("leases")? || !has("lease_sets")? {
+        tx.execute_batch(CREATE_LEASES)?;
     }
     tx.commit()?;
     Ok(Ok(()))

@@ -1,5 +1,5 @@
 //! [`SqliteStore`]: the async handle, sending calls to the worker thread:
-//! the [`CounterStore`] and [`MarkStore`] calls.
+//! the [`CounterStore`] calls (leases included) and the [`MarkStore`] calls.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,17 +9,22 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 use tollgate_core::{
-    CheckId, Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError,
-    Window, async_trait,
+    CheckId, Claim, Counter, CounterStore, Deadline, Leases, MarkStore, Named, Reservation,
+    StoreError, Window, async_trait,
 };
 
 use crate::error::{queue_full, worker_gone};
 use crate::job::{Call, Job};
 use crate::ops::Once;
 use crate::worker::Worker;
-use crate::{Error, SqliteOptions, marks, ops, schema};
+use crate::{Error, SqliteOptions, leases, marks, ops, schema};
 
 /// A durable [`CounterStore`] and [`MarkStore`] in one SQLite file.
+///
+/// It keeps counters, webhook marks and sets of leases (a concurrency
+/// limit's [`lease`](Counter::lease) counters; a lease's id is its
+/// [`CheckId`], stored as its 128 bits). Leases expire by the store's clock
+/// ([`SqliteOptions::clock`]), as counters do.
 ///
 /// Cheap to clone: clones share one connection, served by one worker thread
 /// that runs concurrent calls together in one write transaction. Several
@@ -118,10 +123,12 @@ impl SqliteStore {
 
 /// Refuses a count or reservation with a malformed
 /// [`prior`](Counter::prior) (a `whole` of 0 or above
-/// [`Window::MAX_SECS`], or a `part` above it) as a permanent
-/// [`StoreError::Backend`], before it is queued. How many counts the call
-/// answers otherwise ([`ops::replied`]).
+/// [`Window::MAX_SECS`], or a `part` above it) or a malformed
+/// [`lease`](Counter::lease) counter ([`leases_well_formed`]) as a
+/// permanent [`StoreError::Backend`], before it is queued. How many counts
+/// the call answers otherwise ([`ops::replied`]).
 fn well_formed(counters: &[Counter]) -> Result<usize, StoreError> {
+    leases_well_formed(counters)?;
     let malformed = counters.iter().find_map(|c| {
         c.prior
             .as_ref()
@@ -137,6 +144,33 @@ fn well_formed(counters: &[Counter]) -> Result<usize, StoreError> {
                 prior.part,
                 prior.whole,
                 Window::MAX_SECS
+            )
+            .into(),
+        )),
+    }
+}
+
+/// Refuses a [`lease`](Counter::lease) counter whose cost is not 1, whose
+/// floor is not 0 or which has a prior, as a permanent
+/// [`StoreError::Backend`] (the core never sends one).
+fn leases_well_formed(counters: &[Counter]) -> Result<(), StoreError> {
+    let malformed = counters
+        .iter()
+        .find(|c| c.lease && (c.cost != 1 || c.floor != 0 || c.prior.is_some()));
+    match malformed {
+        None => Ok(()),
+        Some(c) => Err(StoreError::Backend(
+            format!(
+                "a malformed set of leases {}: cost {}, floor {}, {} (a set of leases costs \
+                 1, has floor 0 and no prior)",
+                c.key,
+                c.cost,
+                c.floor,
+                if c.prior.is_some() {
+                    "a prior"
+                } else {
+                    "no prior"
+                }
             )
             .into(),
         )),
@@ -171,7 +205,7 @@ impl CounterStore for SqliteStore {
         let reply = self
             .call(deadline, move |conn, now| {
                 ops::once(conn, &call, replied, now, || {
-                    ops::count(conn, &counters, now).map(applied)
+                    ops::count(conn, &counters, id, now).map(applied)
                 })
             })
             .await?;
@@ -189,7 +223,7 @@ impl CounterStore for SqliteStore {
         let call = Once::new(id, deadline);
         self.call(deadline, move |conn, now| {
             ops::once(conn, &call, replied, now, || {
-                ops::reserve(conn, &counters, now)
+                ops::reserve(conn, &counters, id, now)
             })
         })
         .await
@@ -201,6 +235,7 @@ impl CounterStore for SqliteStore {
         id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
+        leases_well_formed(counters)?;
         let counters = counters.to_vec();
         let call = Once::new(id, deadline);
         let reply = self
@@ -222,6 +257,44 @@ impl CounterStore for SqliteStore {
     async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
         let key = key.to_owned();
         self.call(deadline, move |conn, now| ops::delete(conn, &key, now))
+            .await
+    }
+
+    /// Ends the lease `id` at `key` in one transaction (its set's expired
+    /// leases removed first); whether it was held.
+    async fn end_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let key = key.to_owned();
+        self.call(deadline, move |conn, now| leases::end(conn, &key, id, now))
+            .await
+    }
+
+    /// Makes the lease `id` at `key` end `lifetime` from now, in one
+    /// transaction (its set's expired leases removed first); whether it was
+    /// held. A lease not held is not taken.
+    async fn renew_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        lifetime: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let key = key.to_owned();
+        self.call(deadline, move |conn, now| {
+            leases::renew(conn, &key, id, lifetime, now)
+        })
+        .await
+    }
+
+    /// The leases held at `key` and the time until the first ends, read in
+    /// one transaction that changes nothing.
+    async fn leases(&self, key: &str, deadline: Deadline) -> Result<Leases, StoreError> {
+        let key = key.to_owned();
+        self.call(deadline, move |conn, now| leases::status(conn, &key, now))
             .await
     }
 }

@@ -18,7 +18,7 @@ use tollgate_core::Clock;
 use crate::SqliteOptions;
 use crate::calls::Calls;
 use crate::job::{Failure, Job};
-use crate::{marks, ops, schema};
+use crate::{leases, marks, ops, schema};
 
 /// The most calls run in one transaction.
 const MAX_BATCH: usize = 1_024;
@@ -206,9 +206,10 @@ impl Worker {
         result
     }
 
-    /// Removes a bounded batch of expired counters, marks and rows of call
-    /// records when the sweep is due. A full batch makes the next sweep due at once, so a backlog
-    /// clears batch by batch between calls.
+    /// Removes a bounded batch of expired counters, marks, rows of call
+    /// records and sets of leases (whose every lease has expired) when the
+    /// sweep is due. A full batch makes the next sweep due at once, so a
+    /// backlog clears batch by batch between calls.
     ///
     /// A sweep never waits for another process's write lock: calls may be
     /// queued behind it, and a call waits only as long as its own deadline
@@ -235,6 +236,10 @@ impl Worker {
                         .sweep_batch
                         .saturating_sub(removed.try_into().unwrap_or(u32::MAX));
                     removed += ops::sweep_records(conn, left, now).map_err(Arc::new)?;
+                    let left = self
+                        .sweep_batch
+                        .saturating_sub(removed.try_into().unwrap_or(u32::MAX));
+                    removed += leases::sweep(conn, left, now).map_err(Arc::new)?;
                     Ok(Ending::Committed)
                 })
             });
@@ -251,7 +256,10 @@ impl Worker {
             }
         }
         if removed > 0 {
-            tracing::debug!(removed, "swept expired counters and marks");
+            tracing::debug!(
+                removed,
+                "swept expired counters, marks, call records and leases"
+            );
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use tokio::sync::oneshot;
-use tollgate_core::{Counter, Deadline, StoreError};
+use tollgate_core::{CheckId, Counter, Deadline, StoreError};
 
 use super::*;
 use crate::job::Call;
@@ -19,6 +19,7 @@ fn counter(key: &str) -> Counter {
         max: 10,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 
@@ -39,7 +40,7 @@ where
 /// Counts `key` once, by a deadline `budget` away.
 fn count_by(key: &'static str, budget: Duration) -> (Box<dyn Job>, Answer<Vec<u64>>) {
     call(budget, move |conn, now| {
-        ops::count(conn, &[counter(key)], now)
+        ops::count(conn, &[counter(key)], CheckId::new(), now)
     })
 }
 
@@ -85,7 +86,7 @@ fn a_failing_call_fails_alone_and_its_writes_are_rolled_back() {
     let worker = worker(&dir);
     let (first, first_answer) = count_once("a");
     let (failing, failing_answer) = call(Duration::from_secs(10), |conn, now| {
-        ops::count(conn, &[counter("b")], now)?;
+        ops::count(conn, &[counter("b")], CheckId::new(), now)?;
         Err::<(), _>(rusqlite::Error::QueryReturnedNoRows)
     });
     let (last, last_answer) = count_once("c");
@@ -106,9 +107,11 @@ fn count_as(key: &'static str, id: u128) -> (Box<dyn Job>, Answer<Vec<u64>>) {
     let once = ops::Once::new(tollgate_core::CheckId::from_u128(id), deadline);
     call(Duration::from_secs(10), move |conn, now| {
         let reply = ops::once(conn, &once, 1, now, || {
-            ops::count(conn, &[counter(key)], now).map(|counts| tollgate_core::Reservation {
-                applied: true,
-                counts,
+            ops::count(conn, &[counter(key)], CheckId::new(), now).map(|counts| {
+                tollgate_core::Reservation {
+                    applied: true,
+                    counts,
+                }
             })
         })?;
         Ok(reply.counts)
@@ -127,9 +130,11 @@ fn a_call_failing_alone_leaves_no_record_and_the_others_keep_theirs() {
         let deadline = Deadline::after(Duration::from_secs(10));
         let once = ops::Once::new(tollgate_core::CheckId::from_u128(2), deadline);
         ops::once(conn, &once, 1, now, || {
-            ops::count(conn, &[counter("b")], now).map(|counts| tollgate_core::Reservation {
-                applied: true,
-                counts,
+            ops::count(conn, &[counter("b")], CheckId::new(), now).map(|counts| {
+                tollgate_core::Reservation {
+                    applied: true,
+                    counts,
+                }
             })
         })?;
         Err::<(), _>(rusqlite::Error::QueryReturnedNoRows)
@@ -275,7 +280,7 @@ fn a_call_whose_deadline_passes_before_the_commit_is_rolled_back_alone() {
     // before the batch can commit.
     let (slow, slow_answer) = call(Duration::from_secs(5), |conn, now| {
         std::thread::sleep(Duration::from_millis(60));
-        ops::count(conn, &[counter("slow")], now)
+        ops::count(conn, &[counter("slow")], CheckId::new(), now)
     });
     worker.serve(vec![hasty, slow]);
 
@@ -436,7 +441,13 @@ fn sweeping(
             ..counter(&format!("old{i}"))
         })
         .collect();
-    ops::count(&worker.conn, &counters, Duration::from_secs(999)).unwrap();
+    ops::count(
+        &worker.conn,
+        &counters,
+        CheckId::new(),
+        Duration::from_secs(999),
+    )
+    .unwrap();
     worker
 }
 
@@ -476,6 +487,7 @@ fn a_full_sweep_sweeps_again_at_once_and_a_partial_one_waits_an_interval() {
             ttl: Duration::from_secs(1),
             ..later
         }],
+        CheckId::new(),
         Duration::from_secs(1_000),
     )
     .unwrap();
@@ -584,7 +596,7 @@ fn reserve_as(id: u128) -> (Box<dyn Job>, Answer<tollgate_core::Reservation>) {
     call(Duration::from_secs(10), move |conn, now| {
         let counters = [weighed()];
         ops::once(conn, &once, ops::replied(&counters), now, || {
-            ops::reserve(conn, &counters, now)
+            ops::reserve(conn, &counters, CheckId::new(), now)
         })
     })
 }
@@ -598,6 +610,7 @@ fn count_by_cost(key: &'static str, cost: u64) -> (Box<dyn Job>, Answer<Vec<u64>
                 cost,
                 ..counter(key)
             }],
+            CheckId::new(),
             now,
         )
     })
@@ -626,6 +639,7 @@ fn a_prior_in_a_batch_reads_the_calls_before_it_and_its_retries_answer_what_it_r
                 cost: 5,
                 ..counter("p")
             }],
+            CheckId::new(),
             now,
         )?;
         Err::<(), _>(rusqlite::Error::QueryReturnedNoRows)

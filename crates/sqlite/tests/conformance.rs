@@ -40,7 +40,9 @@ impl Harness for SqliteHarness {
     }
 
     /// Reads the key's row from the file with a connection of its own, in
-    /// the counters table or the marks table.
+    /// the counters table or the marks table; or, for a set of leases, when
+    /// its last unexpired lease ends (checking that its lifetime row says
+    /// so too).
     async fn expiry(&self, key: &str) -> Expiry {
         let conn = Connection::open(self.path()).expect("open the file");
         let now = i64::try_from(self.clock.now().as_millis()).expect("time in range");
@@ -56,6 +58,33 @@ impl Harness for SqliteHarness {
                 found = Some(expires_at);
             }
         }
+        let (last, last_live): (Option<i64>, Option<i64>) = conn
+            .query_row(
+                "SELECT max(ends_at), max(ends_at) FILTER (WHERE ends_at > ?2) FROM leases \
+                 WHERE key = ?1",
+                rusqlite::params![key.as_bytes(), now],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .expect("read the leases");
+        let lives: Option<i64> = conn
+            .query_row(
+                "SELECT ends_at FROM lease_sets WHERE key = ?1",
+                [key.as_bytes()],
+                |row| row.get(0),
+            )
+            .optional()
+            .expect("read the set's lifetime");
+        assert_eq!(
+            lives, last,
+            "{key}: the set lives until its last lease ends"
+        );
+        if let Some(ends_at) = last_live {
+            assert!(
+                found.is_none(),
+                "{key} is both a set of leases and a counter or mark"
+            );
+            found = Some(ends_at);
+        }
         match found {
             Some(expires_at) if expires_at > now => {
                 Expiry::In(Duration::from_millis((expires_at - now) as u64))
@@ -70,3 +99,5 @@ impl Harness for SqliteHarness {
 }
 
 tollgate_conformance::conformance_tests!(SqliteHarness);
+// The SQLite store keeps leases.
+tollgate_conformance::lease_conformance_tests!(SqliteHarness);

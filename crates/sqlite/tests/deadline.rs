@@ -210,6 +210,7 @@ async fn a_short_retry_policy_bounds_how_long_the_worker_waits_for_a_held_lock()
         max: 10,
         floor: 0,
         prior: None,
+        lease: false,
     };
     let made = std::time::Instant::now();
     let next = store

@@ -22,6 +22,7 @@ fn counter(key: String) -> Counter {
         max: 100,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 

@@ -14,6 +14,7 @@ fn counter() -> Counter {
         max: 10,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 

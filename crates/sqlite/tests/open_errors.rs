@@ -43,6 +43,7 @@ async fn a_new_file_gets_the_versioned_schema_and_works() {
         max: 1,
         floor: 0,
         prior: None,
+        lease: false,
     };
     assert_eq!(
         store
@@ -148,6 +149,7 @@ async fn a_version_2_file_made_before_call_records_gets_their_table() {
         max: 100,
         floor: 0,
         prior: None,
+        lease: false,
     };
     let id = CheckId::new();
     let batch = std::slice::from_ref(&counter);

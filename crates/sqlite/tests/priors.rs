@@ -24,6 +24,7 @@ fn counter(key: &str, ttl_secs: u64, cost: u64, max: u64, prior: Option<Prior>) 
         max,
         floor: 0,
         prior,
+        lease: false,
     }
 }
 

@@ -99,6 +99,7 @@ async fn burst(store: SqliteStore, key: &str) {
         max: u64::MAX,
         floor: 0,
         prior: None,
+        lease: false,
     };
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..16 {

@@ -19,6 +19,7 @@ fn counter(key: &str) -> Counter {
         max: u64::MAX,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 

@@ -711,6 +711,8 @@ mod tests {
             cost: 1,
             max: 5,
             floor: 0,
+            prior: None,
+            lease: false,
         };
         let deadline = tollgate_core::Deadline::after(std::time::Duration::from_millis(500));
         let called = store

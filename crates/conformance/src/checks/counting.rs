@@ -15,6 +15,7 @@ fn counter(key: &str, ttl: u64) -> Counter {
         max: 1_000,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 

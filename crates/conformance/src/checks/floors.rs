@@ -19,6 +19,7 @@ fn floored(key: &str, ttl: Duration, cost: u64, max: u64, floor: u64) -> Counter
         max,
         floor,
         prior: None,
+        lease: false,
     }
 }
 

@@ -50,13 +50,15 @@ pub async fn racing_acquirers_never_hold_more_than_the_concurrency<H: Harness>(h
         limiter(harness.open().await, &clock),
     ];
     let limit = ok(leases("race-leases", N, 60).limit(&[unique()]), "limit");
+    let limit_again = limit.clone();
     let now = Arc::new(AtomicI64::new(0));
     let most = Arc::new(AtomicI64::new(0));
     let taken = Arc::new(AtomicUsize::new(0));
     let calls = {
         let (now, most, taken) = (now.clone(), most.clone(), taken.clone());
         race_all(&limiters, 200, move |limiter: Limiter| {
-            let (limit, now, most, taken) = (limit.clone(), now.clone(), most.clone(), taken.clone());
+            let (limit, now, most, taken) =
+                (limit.clone(), now.clone(), most.clone(), taken.clone());
             async move {
                 let verdict = ok(limiter.reserve(&[limit]).await, "reserve");
                 if !verdict.is_allowed() {
@@ -76,9 +78,21 @@ pub async fn racing_acquirers_never_hold_more_than_the_concurrency<H: Harness>(h
     calls.await;
     let most = most.load(Ordering::SeqCst);
     assert!(most <= N as i64, "{most} leases held at once, of {N}");
+    let taken = taken.load(Ordering::SeqCst);
     assert!(
-        taken.load(Ordering::SeqCst) > N as usize,
-        "released leases were never taken again"
+        taken >= N as usize,
+        "{taken} leases of {N} taken by 200 callers"
+    );
+    // Every lease was released: all are free again.
+    assert_eq!(held(&harness.open().await, &limit_again).await, 0);
+    let again = race_all(&limiters, N as usize, move |limiter: Limiter| {
+        let limit = limit_again.clone();
+        async move { ok(limiter.reserve(&[limit]).await, "reserve") }
+    })
+    .await;
+    assert!(
+        again.iter().all(Verdict::is_allowed),
+        "released leases were not free again"
     );
 }
 
@@ -99,7 +113,10 @@ pub async fn a_crashed_holders_lease_is_free_at_its_expiry<H: Harness>(harness: 
     let limited = refused.limited();
     assert!(limited.is_some(), "a second lease of one was taken");
     let wait = limited.map_or(0, |l| l.retry_after());
-    assert!((1..=2).contains(&wait), "told to wait {wait} s for a 2 s lease");
+    assert!(
+        (1..=2).contains(&wait),
+        "told to wait {wait} s for a 2 s lease"
+    );
     let key = limit.current_key(0);
     match harness.expiry(&key).await {
         crate::Expiry::In(left) => assert!(
@@ -110,7 +127,10 @@ pub async fn a_crashed_holders_lease_is_free_at_its_expiry<H: Harness>(harness: 
     }
     pass(store_clock.as_ref(), Duration::from_millis(2_100)).await;
     let again = take(&limiter, std::slice::from_ref(&limit)).await;
-    assert!(again.is_allowed(), "a crashed holder's lease outlived its expiry");
+    assert!(
+        again.is_allowed(),
+        "a crashed holder's lease outlived its expiry"
+    );
     for lease in again.leases() {
         ok(lease.release().await, "release");
     }
@@ -129,7 +149,10 @@ pub async fn renewing_a_lease_keeps_it<H: Harness>(harness: &H) {
     let lease = first.leases().first().cloned();
     let lease = lease.unwrap_or_else(|| panic!("an allowed check took no lease"));
     pass(store_clock.as_ref(), Duration::from_millis(1_500)).await;
-    assert!(ok(lease.renew().await, "renew"), "a held lease was not renewed");
+    assert!(
+        ok(lease.renew().await, "renew"),
+        "a held lease was not renewed"
+    );
     pass(store_clock.as_ref(), Duration::from_millis(1_000)).await;
     let meanwhile = take(&limiter, std::slice::from_ref(&limit)).await;
     assert!(
@@ -142,7 +165,10 @@ pub async fn renewing_a_lease_keeps_it<H: Harness>(harness: &H) {
         "an expired lease was renewed"
     );
     let after = take(&limiter, std::slice::from_ref(&limit)).await;
-    assert!(after.is_allowed(), "a renewed lease outlived its new expiry");
+    assert!(
+        after.is_allowed(),
+        "a renewed lease outlived its new expiry"
+    );
     std::mem::forget(first);
     for lease in after.leases() {
         ok(lease.release().await, "release");
@@ -159,15 +185,25 @@ pub async fn releases_are_idempotent_and_by_id<H: Harness>(harness: &H) {
     let limit = ok(leases("release-lease", 2, 2).limit(&[unique()]), "limit");
     let one = std::slice::from_ref(&limit);
     let (a, b) = (take(&limiter, one).await, take(&limiter, one).await);
-    assert!(a.is_allowed() && b.is_allowed(), "two of two leases refused");
-    assert!(!take(&limiter, one).await.is_allowed(), "a third lease of two");
+    assert!(
+        a.is_allowed() && b.is_allowed(),
+        "two of two leases refused"
+    );
+    assert!(
+        !take(&limiter, one).await.is_allowed(),
+        "a third lease of two"
+    );
     let key = limit.current_key(0);
     let stranger = CheckId::new();
     assert!(
         !ok(store.end_lease(&key, stranger, deadline()).await, "end"),
         "an id that holds nothing released a lease"
     );
-    assert_eq!(held(&store, &limit).await, 2, "another holder's lease ended");
+    assert_eq!(
+        held(&store, &limit).await,
+        2,
+        "another holder's lease ended"
+    );
     let lease_a = &a.leases()[0];
     assert!(ok(lease_a.release().await, "release"), "a held lease");
     assert!(!ok(lease_a.release().await, "release"), "released twice");
@@ -175,7 +211,11 @@ pub async fn releases_are_idempotent_and_by_id<H: Harness>(harness: &H) {
         !ok(store.end_lease(&key, lease_a.id(), deadline()).await, "end"),
         "a released lease released again"
     );
-    assert_eq!(held(&store, &limit).await, 1, "a second release freed another");
+    assert_eq!(
+        held(&store, &limit).await,
+        1,
+        "a second release freed another"
+    );
     let c = take(&limiter, one).await;
     assert!(c.is_allowed(), "a released lease was not free");
     pass(store_clock.as_ref(), Duration::from_millis(2_100)).await;
@@ -207,17 +247,31 @@ pub async fn a_refused_acquire_spends_no_rate_budget_and_vice_versa<H: Harness>(
         "refused by another limit than the lease"
     );
     assert!(refused.leases().is_empty(), "a refused check holds a lease");
-    let spent = ok(limiter.remaining(std::slice::from_ref(&rate)).await, "remaining");
-    assert_eq!(spent[0].remaining(), 9, "a call refused a lease spent its rate budget");
+    let spent = ok(
+        limiter.remaining(std::slice::from_ref(&rate)).await,
+        "remaining",
+    );
+    assert_eq!(
+        spent[0].remaining(),
+        9,
+        "a call refused a lease spent its rate budget"
+    );
     // The other way: a rate limit of 1, already spent, refuses the call
     // before any lease is taken.
     let other = unique();
-    let tight = ok(rule("lease-tight", 1, Window::MINUTE, 1).limit(&[&other]), "limit");
+    let tight = ok(
+        rule("lease-tight", 1, Window::MINUTE, 1).limit(&[&other]),
+        "limit",
+    );
     let many = ok(leases("lease-many", 5, 60).limit(&[&other]), "limit");
     let pair = [tight, many.clone()];
     let allowed = take(&limiter, &pair).await;
     assert!(allowed.is_allowed());
     assert!(!take(&limiter, &pair).await.is_allowed(), "past its rate");
-    assert_eq!(held(&store, &many).await, 1, "a rate-refused call took a lease");
+    assert_eq!(
+        held(&store, &many).await,
+        1,
+        "a rate-refused call took a lease"
+    );
     std::mem::forget((first, allowed));
 }

@@ -27,6 +27,7 @@ fn counter(key: &str, ttl: Duration, cost: u64) -> Counter {
         max: 100,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 

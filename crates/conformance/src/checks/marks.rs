@@ -110,6 +110,7 @@ pub async fn marks_belong_to_their_token<H: Harness>(harness: &H) {
         max: 10,
         floor: 0,
         prior: None,
+        lease: false,
     };
     let apart = format!("mark:{id}:apart");
     assert_eq!(claim(&apart, "a").await, Claim::Acquired);

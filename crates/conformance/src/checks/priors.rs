@@ -23,6 +23,7 @@ fn counter(key: &str, cost: u64, max: u64, prior: Option<(&str, u64, u64)>) -> C
             part,
             whole,
         }),
+        lease: false,
     }
 }
 

@@ -15,6 +15,7 @@ fn counter(key: &str, cost: u64) -> Counter {
         max: 100,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate_core::{
-    CheckId, Claim, Counter, CounterStore, Deadline, MAX_COUNT, MarkStore, Named, Reservation,
-    StoreError, async_trait,
+    CheckId, Claim, Counter, CounterStore, Deadline, Leases, MAX_COUNT, MarkStore, Named,
+    Reservation, StoreError, async_trait,
 };
 use tollgate_memory::MemoryStore;
 
@@ -65,6 +65,19 @@ pub(crate) enum Flaw {
     ReleaseDeletesOthers,
     /// Releasing does nothing.
     ReleaseNever,
+    /// A set of leases takes any number of leases.
+    LeaseIgnoresMax,
+    /// A lease lasts a day, whatever its lifetime: a crashed holder's
+    /// lease is never free in time.
+    LeaseNeverExpires,
+    /// Renewing a lease answers that it was held and changes nothing.
+    RenewNever,
+    /// Ending a lease that is not held ends another holder's.
+    EndsAnyLease,
+    /// A refused reservation still takes its leases.
+    RefusedTakesLease,
+    /// A refused reservation still counts its rate limits.
+    RefusedSpendsRate,
     /// Every attempt is applied, whatever its [`CheckId`]: a retry of an
     /// applied call applies it again.
     IdIgnored,
@@ -110,6 +123,8 @@ impl Flawed {
                     Flaw::TtlHalved => c.ttl /= 2,
                     Flaw::FloorIgnored => c.floor = 0,
                     Flaw::PriorIgnored => c.prior = None,
+                    Flaw::LeaseIgnoresMax if c.lease => c.max = MAX_COUNT,
+                    Flaw::LeaseNeverExpires if c.lease => c.ttl = Duration::from_secs(86_400),
                     Flaw::PriorWeighedByElapsed => {
                         if let Some(prior) = &mut c.prior {
                             prior.part = prior.whole - prior.part;
@@ -148,6 +163,7 @@ impl Flawed {
                 cost: count,
                 floor: 0,
                 prior: None,
+                lease: false,
                 ttl,
                 ..counter.clone()
             };
@@ -187,7 +203,7 @@ impl CounterStore for Flawed {
         let id = self.id(id);
         if self.flaw == Flaw::RenewsTtlOnIncrement {
             let counts = self.inner.count(&counters, id, deadline).await?;
-            for c in &counters {
+            for c in counters.iter().filter(|c| !c.lease) {
                 // The stored count, not the answer: a retry is answered
                 // what its first attempt applied.
                 let stored = self.get_one(&c.key, deadline).await?;
@@ -244,11 +260,24 @@ impl CounterStore for Flawed {
             Flaw::RenewsTtlOnIncrement => {
                 let reply = self.inner.reserve(&counters, id, deadline).await?;
                 if reply.applied {
-                    for c in &counters {
+                    for c in counters.iter().filter(|c| !c.lease) {
                         // The stored count, not the answer (as `count`).
                         let stored = self.get_one(&c.key, deadline).await?;
                         self.set(c, stored, deadline).await?;
                     }
+                }
+                Ok(reply)
+            }
+            Flaw::RefusedTakesLease | Flaw::RefusedSpendsRate => {
+                let reply = self.inner.reserve(&counters, id, deadline).await?;
+                if !reply.applied {
+                    let lease = self.flaw == Flaw::RefusedTakesLease;
+                    let spent: Vec<Counter> = counters
+                        .iter()
+                        .filter(|c| c.lease == lease)
+                        .cloned()
+                        .collect();
+                    self.inner.count(&spent, CheckId::new(), deadline).await?;
                 }
                 Ok(reply)
             }
@@ -331,6 +360,43 @@ impl CounterStore for Flawed {
             return self.inner.delete(&merged(key), deadline).await;
         }
         self.inner.delete(key, deadline).await
+    }
+
+    async fn end_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let _one = self.lock.lock().await;
+        if self.flaw == Flaw::EndsAnyLease && !self.inner.end_lease(key, id, deadline).await? {
+            // Ends the first lease held, whoever holds it.
+            let first = self.inner.lease_ids(key).first().copied();
+            return match first {
+                Some(first) => self.inner.end_lease(key, first, deadline).await,
+                None => Ok(false),
+            };
+        }
+        self.inner.end_lease(key, id, deadline).await
+    }
+
+    async fn renew_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        lifetime: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let _one = self.lock.lock().await;
+        if self.flaw == Flaw::RenewNever {
+            return Ok(true);
+        }
+        self.inner.renew_lease(key, id, lifetime, deadline).await
+    }
+
+    async fn leases(&self, key: &str, deadline: Deadline) -> Result<Leases, StoreError> {
+        let _one = self.lock.lock().await;
+        self.inner.leases(key, deadline).await
     }
 }
 

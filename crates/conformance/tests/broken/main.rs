@@ -40,6 +40,12 @@ picks!(
     FloorIgnored,
     PriorIgnored,
     PriorWeighedByElapsed,
+    LeaseIgnoresMax,
+    LeaseNeverExpires,
+    RenewNever,
+    EndsAnyLease,
+    RefusedTakesLease,
+    RefusedSpendsRate,
     ReservePartial,
     ReserveIgnoresMax,
     MergesWindows,
@@ -190,6 +196,14 @@ caught! {
     id_ignored_fails_retried_refund: Clocked<IdIgnored> => a_retried_refund_gives_back_once;
     id_ignored_fails_lost_reply: Clocked<IdIgnored> => a_reply_lost_after_the_write_is_recognised_on_retry;
     get_reads_zero_fails_model: Clocked<GetReadsZero> => windows_match_the_model;
+    lease_ignores_max_fails_race: Clocked<LeaseIgnoresMax> => racing_acquirers_never_hold_more_than_the_concurrency;
+    lease_ignores_max_fails_release: Clocked<LeaseIgnoresMax> => releases_are_idempotent_and_by_id;
+    lease_never_expires_fails_crash: Clocked<LeaseNeverExpires> => a_crashed_holders_lease_is_free_at_its_expiry;
+    lease_never_expires_fails_crash_unclocked: Unclocked<LeaseNeverExpires> => a_crashed_holders_lease_is_free_at_its_expiry;
+    renew_never_fails_renew: Clocked<RenewNever> => renewing_a_lease_keeps_it;
+    ends_any_lease_fails_release: Clocked<EndsAnyLease> => releases_are_idempotent_and_by_id;
+    refused_takes_lease_fails_vice_versa: Clocked<RefusedTakesLease> => a_refused_acquire_spends_no_rate_budget_and_vice_versa;
+    refused_spends_rate_fails_vice_versa: Clocked<RefusedSpendsRate> => a_refused_acquire_spends_no_rate_budget_and_vice_versa;
     prior_ignored_fails_priors: Clocked<PriorIgnored> => a_prior_lowers_the_max_by_its_weighed_count;
     prior_ignored_fails_bounds: Clocked<PriorIgnored> => a_prior_is_weighed_exactly_at_the_bounds;
     prior_ignored_fails_retry: Clocked<PriorIgnored> => a_retry_answers_the_prior_it_read;
@@ -228,21 +242,29 @@ mod sound {
 
     tollgate_conformance::conformance_tests!(Clocked<Sound>);
 
+    tollgate_conformance::lease_conformance_tests!(Clocked<Sound>);
+
     mod unclocked {
         use super::*;
 
         tollgate_conformance::conformance_tests!(Unclocked<Sound>);
+
+        tollgate_conformance::lease_conformance_tests!(Unclocked<Sound>);
     }
 
     mod renewing {
         use super::*;
 
         tollgate_conformance::conformance_tests!(Clocked<RenewsTtlOnIncrement>);
+
+        tollgate_conformance::lease_conformance_tests!(Clocked<RenewsTtlOnIncrement>);
     }
 
     mod renewing_unclocked {
         use super::*;
 
         tollgate_conformance::conformance_tests!(Unclocked<RenewsTtlOnIncrement>);
+
+        tollgate_conformance::lease_conformance_tests!(Unclocked<RenewsTtlOnIncrement>);
     }
 }

@@ -2,6 +2,7 @@
 
 mod builder;
 mod distinct;
+mod leased;
 mod previous;
 mod settle;
 
@@ -221,15 +222,24 @@ impl Limiter {
             .run(op, |deadline| self.attempt(&counters, mode, id, deadline))
             .await;
         let applied = reply.as_ref().is_ok_and(|r| r.applied);
+        let leases: Vec<(String, bool)> = counters
+            .iter()
+            .filter(|c| c.lease)
+            .map(|c| (c.key.clone(), applied))
+            .collect();
         let usage = reply.and_then(|reply| {
-            let (reply, read) = reply::priors(&counters, reply)?;
-            let previous = plan.previous(&read);
+            let (reply, tail) = reply::tail(&counters, reply)?;
+            let mut previous = plan.previous(&tail.priors);
             plan.keep(&self.previous, limits, &previous, at);
-            reply::usage(limits, counters, mode, reply, &previous, at)
+            leased::waits(&counters, &tail, &mut previous);
+            let usage = reply::usage(limits, counters, mode, reply, &previous, at)?;
+            Ok((usage, tail))
         });
         match usage {
-            Ok(usage) => {
+            Ok((usage, tail)) => {
                 let verdict = Verdict::new(usage, applied);
+                let held = leased::handles(self, verdict.usage(), leases, id, &tail);
+                let verdict = verdict.with_leases(held);
                 if let Some(cache) = cache {
                     cache.note(epoch, verdict.usage(), !verdict.is_allowed(), at);
                 }
@@ -401,8 +411,11 @@ impl Limiter {
     }
 }
 
-/// Whether `limit` may only be charged what fits it: a GCRA limit that
-/// refuses (not a shadow one, which never refuses).
+/// Whether `limit` may only be charged what fits it: a GCRA limit or a
+/// concurrency limit that refuses (not a shadow one, which never refuses).
 fn charges_only_what_fits(limit: &Limit) -> bool {
-    limit.rule().algorithm() == crate::Algorithm::Gcra && !limit.rule().is_shadow()
+    matches!(
+        limit.rule().algorithm(),
+        Algorithm::Gcra | Algorithm::Concurrency
+    ) && !limit.rule().is_shadow()
 }

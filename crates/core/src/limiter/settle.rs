@@ -77,6 +77,8 @@ impl Limiter {
             .iter()
             .enumerate()
             .filter(|(_, u)| u.name() == rule)
+            // A lease is given back by releasing it, not by a refund.
+            .filter(|(_, u)| u.algorithm() != Algorithm::Concurrency)
             .collect();
         if usages.is_empty() {
             return Err(Error::NotSpent(rule.to_owned()));
@@ -110,6 +112,7 @@ impl Limiter {
                 max: usage.max(),
                 floor: 0,
                 prior: None,
+                lease: false,
             };
             let current = window.index(now);
             if back > 0 && usage.index() == current {

@@ -42,6 +42,16 @@ pub struct Counter {
     /// sliding window's previous window, when the core does not know its
     /// count already. `None` for most counters.
     pub prior: Option<Prior>,
+    /// Whether the counter is a set of leases (a
+    /// [concurrency](crate::Algorithm::Concurrency) limit's) rather than a
+    /// count: its count is the number of its leases that have not expired
+    /// (any call on it removes the expired ones), and a count or an applied
+    /// reservation adds the lease whose id is the call's [`CheckId`]
+    /// (unless the set holds it already), ending `ttl` from then; the set
+    /// lives until its last lease ends. Its cost is 1, its floor 0, it has
+    /// no prior, and a refund leaves it as it is. See the trait's reply
+    /// tail.
+    pub lease: bool,
 }
 
 /// A counter whose count, weighed by `part / whole`, a [`Counter`] makes
@@ -216,6 +226,25 @@ pub struct Reservation {
 ///   record them with the counts (a retry answers the same);
 ///   [`refund`](CounterStore::refund) ignores priors. A prior's key is
 ///   none of the batch's counters and no other counter's prior.
+/// - A [`lease`](Counter::lease) counter is a set of leases: its count is
+///   the number of its unexpired leases (on the store's clock; every call
+///   on the set removes the expired ones), a count or applied reservation
+///   adds the lease whose id is the call's [`CheckId`] (not again when the
+///   set holds it), ending `ttl` later, and a reservation fits it when
+///   that count plus 1 is within its max. The set lives until its last
+///   lease ends (a key without leases is removed). After the priors'
+///   counts, [`count`](CounterStore::count) and
+///   [`reserve`](CounterStore::reserve) answer, per lease counter in
+///   order, two numbers: the ms until its first lease ends after the call
+///   (rounded up; 0 when it holds none), and how many expired leases the
+///   call removed from it; recorded with the rest. A refund leaves a lease
+///   counter as it is and answers its count.
+///   [`end_lease`](CounterStore::end_lease),
+///   [`renew_lease`](CounterStore::renew_lease) and
+///   [`leases`](CounterStore::leases) are one atomic round trip each.
+///
+/// So a reply is the counts, then one count per prior, then two numbers
+/// per lease counter.
 /// - Counts are exact integers in `0..=`[`MAX_COUNT`]; arithmetic saturates
 ///   ([`Counter::added_to`], [`Counter::refunded_from`]), never wraps.
 /// - Concurrent callers (tasks, processes, machines sharing the store) never
@@ -290,7 +319,12 @@ pub trait CounterStore: Named {
     /// changes nothing. Expired leases of the set are removed.
     ///
     /// The default answers that this store keeps no leases.
-    async fn end_lease(&self, key: &str, id: CheckId, deadline: Deadline) -> Result<bool, StoreError> {
+    async fn end_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
         let _ = (key, id, deadline);
         Err(no_leases())
     }
@@ -394,6 +428,7 @@ mod tests {
             max,
             floor: 0,
             prior: None,
+            lease: false,
         }
     }
 
@@ -464,6 +499,7 @@ mod tests {
         let at = |floor| Counter {
             floor,
             prior: None,
+            lease: false,
             ..counter(3, 110)
         };
         assert_eq!(at(100).added_to(5), 103, "raised to the floor");

@@ -5,7 +5,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    CheckId, Claim, Counter, CounterStore, Deadline, MarkStore, Named, Prior, Reservation,
+    CheckId, Claim, Counter, CounterStore, Deadline, Leases, MarkStore, Named, Prior, Reservation,
     StoreError,
 };
 
@@ -69,6 +69,7 @@ impl<S> Prefixed<S> {
                     key: self.key(&prior.key),
                     ..prior.clone()
                 }),
+                lease: counter.lease,
             })
             .collect()
     }
@@ -109,6 +110,23 @@ impl<S: CounterStore> CounterStore for Prefixed<S> {
         self.store.get(&keys, d).await
     }
 
+    async fn end_lease(&self, key: &str, id: CheckId, d: Deadline) -> Result<bool, StoreError> {
+        self.store.end_lease(&self.key(key), id, d).await
+    }
+    async fn renew_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        lifetime: Duration,
+        d: Deadline,
+    ) -> Result<bool, StoreError> {
+        self.store
+            .renew_lease(&self.key(key), id, lifetime, d)
+            .await
+    }
+    async fn leases(&self, key: &str, d: Deadline) -> Result<Leases, StoreError> {
+        self.store.leases(&self.key(key), d).await
+    }
     async fn delete(&self, key: &str, d: Deadline) -> Result<bool, StoreError> {
         self.store.delete(&self.key(key), d).await
     }

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 
 use crate::observe::Op;
 use crate::{
-    CheckId, Claim, Counter, CounterStore, Deadline, MarkStore, Named, Reservation, StoreError,
+    CheckId, Claim, Counter, CounterStore, Deadline, Leases, MarkStore, Named, Reservation,
+    StoreError,
 };
 
 /// What a [`Hooked`] store does around each call; both steps do nothing
@@ -109,6 +110,22 @@ impl<S: CounterStore, H: Hook> CounterStore for Hooked<S, H> {
 
     async fn delete(&self, k: &str, d: Deadline) -> Result<bool, StoreError> {
         self.run(Op::Delete, |s| s.delete(k, d)).await
+    }
+    async fn end_lease(&self, k: &str, id: CheckId, d: Deadline) -> Result<bool, StoreError> {
+        self.run(Op::EndLease, |s| s.end_lease(k, id, d)).await
+    }
+    async fn renew_lease(
+        &self,
+        k: &str,
+        id: CheckId,
+        lifetime: Duration,
+        d: Deadline,
+    ) -> Result<bool, StoreError> {
+        self.run(Op::RenewLease, |s| s.renew_lease(k, id, lifetime, d))
+            .await
+    }
+    async fn leases(&self, k: &str, d: Deadline) -> Result<Leases, StoreError> {
+        self.run(Op::Leases, |s| s.leases(k, d)).await
     }
 }
 
