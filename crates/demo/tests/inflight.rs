@@ -1,5 +1,6 @@
-//! The demo's in-flight limit over real HTTP on loopback and a private
-//! redis-server: with a provider that takes a second, ten concurrent asks
+//! The demo's in-flight limits (`ask-inflight`, `ask-inflight-site`, added
+//! to the shipped rules) over real HTTP on loopback and a SQLite file: with
+//! a provider that takes a second, ten concurrent asks
 //! from one visitor get exactly two answers and eight 429s naming
 //! `ask-inflight`, which spend nothing of `ask`; once the two answers have
 //! been sent, two more are admitted at once.
@@ -12,9 +13,26 @@ use clap::Parser;
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tollgate::{Limiter, RuleSet};
+use tollgate::{DEFAULT_RULES_TOML, Limiter, RuleSet};
 use tollgate_demo::{Options, Settings, app_with, serve};
-use tollgate_test_support::redis_server::RedisServer;
+
+/// The in-flight rules of the demo's ask route.
+const INFLIGHT: &str = "
+[ask-inflight]
+concurrency = 2
+lease = \"60s\"
+key = [\"visitor\"]
+
+[ask-inflight-site]
+concurrency = 20
+lease = \"60s\"
+key = [\"project\"]
+public = false
+";
+
+fn rules() -> RuleSet {
+    RuleSet::from_toml(&format!("{DEFAULT_RULES_TOML}{INFLIGHT}")).unwrap()
+}
 
 /// The demo on `url` with a provider taking `delay`; its base URL.
 async fn start(url: &str, delay: Duration) -> String {
@@ -32,7 +50,7 @@ async fn start(url: &str, delay: Duration) -> String {
         provider_delay: delay,
         ..Settings::default()
     };
-    let router = app_with(limiter, store, &RuleSet::defaults(), visitors, settings).unwrap();
+    let router = app_with(limiter, store, &rules(), visitors, settings).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(serve(listener, router, std::future::pending()));
@@ -62,8 +80,9 @@ async fn at_once(client: &Client, base: &str, ip: &str, n: usize) -> Vec<(Status
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_asks_in_flight_per_visitor_and_the_rest_refused_for_nothing() {
-    let redis = RedisServer::start();
-    let base = start(&redis.url(), Duration::from_millis(1_000)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("inflight.sqlite3").display());
+    let base = start(&url, Duration::from_millis(1_000)).await;
     let client = Client::new();
     let ip = "198.51.100.23";
     let first = at_once(&client, &base, ip, 10).await;
@@ -86,8 +105,8 @@ async fn two_asks_in_flight_per_visitor_and_the_rest_refused_for_nothing() {
         second.iter().all(|(s, _)| *s == StatusCode::OK),
         "{second:?}"
     );
-    let limiter = Limiter::new(tollgate::open_store(&redis.url()).unwrap());
-    let rules = RuleSet::defaults();
+    let limiter = Limiter::new(tollgate::open_store(&url).unwrap());
+    let rules = rules();
     let ask = rules.get("ask").unwrap().limit(&["docs", ip]).unwrap();
     let usage = limiter.remaining(&[ask]).await.unwrap();
     assert_eq!(usage[0].remaining(), 15 - 4, "refused asks spent `ask`");
