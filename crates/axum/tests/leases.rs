@@ -93,4 +93,3 @@ async fn a_lease_is_held_until_the_body_has_been_sent() {
     }
     assert!(admitted, "the lease outlived the body");
 }
-

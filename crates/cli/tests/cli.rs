@@ -305,11 +305,19 @@ fn rules_check_shows_a_concurrency_rules_lease() {
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .collect();
-    assert_eq!(cells[..4], ["ask-inflight", "2", "5s", "concurrency"], "{table}");
+    assert_eq!(
+        cells[..4],
+        ["ask-inflight", "2", "5s", "concurrency"],
+        "{table}"
+    );
     let json = tollgate(&["rules", "check", "--json", &file]).json();
     let rule = &json["rules"][0];
     assert_eq!(
-        (&rule["concurrency"], &rule["lease_secs"], &rule["algorithm"]),
+        (
+            &rule["concurrency"],
+            &rule["lease_secs"],
+            &rule["algorithm"]
+        ),
         (
             &serde_json::json!(2),
             &serde_json::json!(5),

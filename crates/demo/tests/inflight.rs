@@ -67,7 +67,10 @@ async fn at_once(client: &Client, base: &str, ip: &str, n: usize) -> Vec<(Status
         async move {
             let response = request.await.unwrap();
             let status = response.status();
-            (status, response.json::<Value>().await.unwrap_or(Value::Null))
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
         }
     });
     let tasks: Vec<_> = asks.map(tokio::spawn).collect();
