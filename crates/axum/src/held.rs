@@ -14,7 +14,7 @@ use tollgate_core::{Lease, Verdict};
 
 /// `response` with its body holding the leases of `verdict` (one per
 /// concurrency limit of the check) until it has been sent in full or
-/// dropped, renewing them every half lifetime meanwhile; then they are
+/// dropped, renewing them at once and every third of their lifetime meanwhile; then they are
 /// released. The guard does this itself; a handler that checks limits
 /// with [`check`](crate::check) calls it on its response. A verdict
 /// without leases leaves the response as it is.
@@ -51,8 +51,12 @@ async fn renew(leases: Vec<Lease>, mut ended: oneshot::Receiver<()>) {
         .map(Lease::lifetime)
         .min()
         .unwrap_or(Duration::from_secs(60))
-        / 2;
-    while tokio::time::timeout(every, &mut ended).await.is_err() {
+        / 3;
+    // At once first: the handler may have run for a good part of the
+    // lifetime already.
+    let mut wait = Duration::ZERO;
+    while tokio::time::timeout(wait, &mut ended).await.is_err() {
+        wait = every;
         for lease in &leases {
             if let Err(err) = lease.renew().await {
                 tracing::warn!(rule = lease.rule().name(), error = %err, "a lease was not renewed");
@@ -70,8 +74,12 @@ struct Holder {
 
 impl Drop for Holder {
     fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime: each lease's own drop (or its expiry) ends it.
+            return;
+        };
         for lease in self.leases.drain(..) {
-            tokio::spawn(async move {
+            runtime.spawn(async move {
                 if let Err(err) = lease.release().await {
                     tracing::warn!(rule = lease.rule().name(), error = %err, "a lease was not released; it ends at its expiry");
                 }

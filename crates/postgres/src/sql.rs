@@ -445,6 +445,53 @@ const RESERVE_ANSWER_PRIORS: &str = r"    UNION ALL
     SELECT cardinality($1::bytea[]) + p.n, p.value, d.fits FROM decision d, priors p
 ";
 
+/// `count` or `reserve` of a batch with a [`lease`](tollgate_core::Counter::lease)
+/// counter: one call of the schema's `tollgate_leased` function (see
+/// `schema.rs`), so one statement and one transaction, on the server's
+/// clock: now is `clock_timestamp()` once the batch's rows are locked (not
+/// `statement_timestamp()`, earlier than the leases a call that held the
+/// locks meanwhile took). $1 whether it reserves, $2 keys, $3
+/// costs, $4 lifetimes in µs, $5 rooms (as [`RESERVE`]'s), $6 floors, $7
+/// which counters are lease counters, $8 to $11 the priors (keys, the
+/// ordinal of each one's counter, part and whole, as [`RESERVE_PRIORS`]),
+/// $12 the deadline, $13 the call's id, $14 the record's lifetime in µs,
+/// $15 whether it also purges up to [`PURGE_BATCH`] expired call records.
+///
+/// The function answers an earlier attempt's record when it finds one;
+/// otherwise it writes every counter's row it lacks (expired, so absent to
+/// every other statement) and locks them all in key order (`FOR UPDATE`):
+/// the row of a set of leases is its lock, so two calls on one set run one
+/// after the other, and a set never holds more leases than its max. It
+/// then removes each set's expired leases, decides (a lease counter fits
+/// when its live leases plus 1 are within its max), and when it applies,
+/// adds each cost and takes each set's lease `$13` (kept as it is when the
+/// set holds it). Each set's row then holds its count and lives until its
+/// last lease ends (or goes, with no lease left). It records and returns
+/// (ord, count, applied): the counts, the priors' counts, then per lease
+/// counter the ms until the set's first lease ends (rounded up; 0: none)
+/// and how many expired leases it removed. Like the guard, it raises
+/// `TG001` (rolling back the statement) when it ends past the deadline.
+/// Calls without a lease counter run the statements above, unchanged.
+const LEASED: &str = r"
+SELECT ord, value, applied FROM {s}.tollgate_leased($1::boolean, $2::bytea[], $3::bigint[],
+    $4::bigint[], $5::bigint[], $6::bigint[], $7::boolean[], $8::bytea[], $9::bigint[],
+    $10::bigint[], $11::bigint[], $12::timestamptz, $13::text::uuid, $14::bigint,
+    $15::boolean)";
+
+/// `end_lease` ($3 null) and `renew_lease` ($3 the new lifetime in µs): $1
+/// the set's key, $2 the lease's id, $4 the deadline. Locks the set's row,
+/// removes its expired leases, then the lease (or renews it), and keeps
+/// the row's count and lifetime. Returns whether the lease was held.
+const LEASE: &str = r"
+SELECT {s}.tollgate_lease($1::bytea, $2::text::uuid, $3::bigint, $4::timestamptz)";
+
+/// `leases`: $1 the set's key. Reads, without locking or writing: the live
+/// leases and the µs until the first ends.
+const LEASES: &str = r"
+SELECT count(*), coalesce((extract(epoch FROM min(l.ends_at) - statement_timestamp())
+        * 1000000)::bigint, 0)
+FROM {s}.leases l WHERE l.key = $1::bytea AND l.ends_at > statement_timestamp()";
+
 /// The counter statements of one schema, all without purging or all with.
 #[derive(Clone, Debug)]
 pub(crate) struct Counters {
@@ -480,6 +527,12 @@ pub(crate) struct Statements {
     pub(crate) finish: String,
     pub(crate) release: String,
     pub(crate) sweep: String,
+    /// A count or reservation with a lease counter ([`LEASED`]).
+    pub(crate) leased: String,
+    /// `end_lease` and `renew_lease` ([`LEASE`]).
+    pub(crate) lease: String,
+    /// `leases` ([`LEASES`]).
+    pub(crate) leases: String,
 }
 
 impl Statements {
@@ -520,6 +573,9 @@ impl Statements {
             finish: on(FINISH, none, false),
             release: on(RELEASE, none, false),
             sweep: on(SWEEP, none, false),
+            leased: on(LEASED, none, false),
+            lease: on(LEASE, none, false),
+            leases: on(LEASES, none, false),
         }
     }
 }

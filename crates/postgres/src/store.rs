@@ -10,8 +10,8 @@ use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tollgate_core::{
-    CheckId, Claim, Counter, CounterStore, Deadline, MARK_DONE, MAX_COUNT, MarkStore, Named,
-    Reservation, StoreError, Window, async_trait,
+    CheckId, Claim, Counter, CounterStore, Deadline, Leases, MARK_DONE, MAX_COUNT, MarkStore,
+    Named, Reservation, StoreError, Window, async_trait,
 };
 
 use crate::shared::Shared;
@@ -162,6 +162,93 @@ impl PostgresStore {
         }
     }
 
+    /// The rows of a reservation without a lease counter: its statement,
+    /// with priors or without.
+    async fn reserve_counts(
+        &self,
+        counters: &[Counter],
+        priors: &Priors<'_>,
+        id: CheckId,
+        deadline: Deadline,
+        started: Instant,
+    ) -> Result<Vec<Row>, StoreError> {
+        let (keys, costs, ttls) = columns(counters);
+        let rooms: Vec<i64> = counters.iter().map(room).collect();
+        let floors = floors(counters);
+        let cutoff = cutoff(deadline);
+        let (id, lifetime, purge) = self.record(id, deadline);
+        let sql = self.counters(purge);
+        let params: [&(dyn ToSql + Sync); 8] = [
+            &keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime, &floors,
+        ];
+        if priors.is_empty() {
+            self.write(&sql.reserve, &params, deadline, started).await
+        } else {
+            let params: Vec<&(dyn ToSql + Sync)> =
+                params.into_iter().chain(priors.params()).collect();
+            self.write(&sql.reserve_priors, &params, deadline, started)
+                .await
+        }
+    }
+
+    /// The rows of a count (`reserving` false) or reservation of a batch
+    /// with a lease counter: one statement ([`LEASED`](crate::sql)),
+    /// answering (ordinal, count, applied).
+    async fn leased(
+        &self,
+        reserving: bool,
+        counters: &[Counter],
+        priors: &Priors<'_>,
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<Vec<Row>, StoreError> {
+        let started = Instant::now();
+        let (keys, costs, ttls) = columns(counters);
+        let rooms: Vec<i64> = counters.iter().map(room).collect();
+        let floors = floors(counters);
+        let leases: Vec<bool> = counters.iter().map(|c| c.lease).collect();
+        let cutoff = cutoff(deadline);
+        let (id, lifetime, purge) = self.record(id, deadline);
+        let params: [&(dyn ToSql + Sync); 15] = [
+            &reserving,
+            &keys,
+            &costs,
+            &ttls,
+            &rooms,
+            &floors,
+            &leases,
+            &priors.keys,
+            &priors.at,
+            &priors.parts,
+            &priors.wholes,
+            &cutoff,
+            &id,
+            &lifetime,
+            &purge,
+        ];
+        self.write(&self.shared.sql.leased, &params, deadline, started)
+            .await
+    }
+
+    /// Ends (`lifetime` None) or renews the lease `id` at `key`; whether
+    /// it was held.
+    async fn lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        lifetime: Option<Duration>,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let started = Instant::now();
+        let (key, id, cutoff) = (key.as_bytes(), id.to_string(), cutoff(deadline));
+        let lifetime = lifetime.map(micros);
+        let sql = &self.shared.sql.lease;
+        let rows = self
+            .write(sql, &[&key, &id, &lifetime, &cutoff], deadline, started)
+            .await?;
+        one(&rows)?.try_get(0).map_err(bad_row)
+    }
+
     /// Runs a statement returning rows; its own failure mapped as the others.
     async fn rows(
         &self,
@@ -206,6 +293,10 @@ impl CounterStore for PostgresStore {
             return Ok(Vec::new());
         }
         let priors = Priors::of(counters)?;
+        if leased(counters)? {
+            let rows = self.leased(false, counters, &priors, id, deadline).await?;
+            return counts(&rows, reply_len(counters, &priors));
+        }
         let (keys, costs, ttls) = columns(counters);
         let cutoff = cutoff(deadline);
         let (id, lifetime, purge) = self.record(id, deadline);
@@ -253,24 +344,13 @@ impl CounterStore for PostgresStore {
             });
         }
         let priors = Priors::of(counters)?;
-        let (keys, costs, ttls) = columns(counters);
-        let rooms: Vec<i64> = counters.iter().map(room).collect();
-        let floors = floors(counters);
-        let cutoff = cutoff(deadline);
-        let (id, lifetime, purge) = self.record(id, deadline);
-        let sql = self.counters(purge);
-        let params: [&(dyn ToSql + Sync); 8] = [
-            &keys, &costs, &ttls, &rooms, &cutoff, &id, &lifetime, &floors,
-        ];
-        let rows = if priors.is_empty() {
-            self.write(&sql.reserve, &params, deadline, started).await?
+        let rows = if leased(counters)? {
+            self.leased(true, counters, &priors, id, deadline).await?
         } else {
-            let params: Vec<&(dyn ToSql + Sync)> =
-                params.into_iter().chain(priors.params()).collect();
-            self.write(&sql.reserve_priors, &params, deadline, started)
+            self.reserve_counts(counters, &priors, id, deadline, started)
                 .await?
         };
-        let counts = counts(&rows, counters.len() + priors.len())?;
+        let counts = counts(&rows, reply_len(counters, &priors))?;
         let mut applied = None;
         for row in &rows {
             let fits: bool = row.try_get(2).map_err(bad_row)?;
@@ -295,7 +375,14 @@ impl CounterStore for PostgresStore {
         if counters.is_empty() {
             return Ok(Vec::new());
         }
-        let (keys, costs, _) = columns(counters);
+        let (keys, mut costs, _) = columns(counters);
+        // A lease counter is left as it is (a cost of 0 writes nothing new)
+        // and answers its row's count: its leases at its last call.
+        for (cost, counter) in costs.iter_mut().zip(counters) {
+            if counter.lease {
+                *cost = 0;
+            }
+        }
         let floors = floors(counters);
         let cutoff = cutoff(deadline);
         let (id, lifetime, purge) = self.record(id, deadline);
@@ -323,6 +410,44 @@ impl CounterStore for PostgresStore {
         let sql = &self.shared.sql.delete;
         let rows = self.rows(sql, &[&key, &cutoff], deadline, started).await?;
         one(&rows)?.try_get(0).map_err(bad_row)
+    }
+
+    async fn end_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        self.lease(key, id, None, deadline).await
+    }
+
+    async fn renew_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        lifetime: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        self.lease(key, id, Some(lifetime), deadline).await
+    }
+
+    async fn leases(&self, key: &str, deadline: Deadline) -> Result<Leases, StoreError> {
+        let started = Instant::now();
+        let key = key.as_bytes();
+        let sql = &self.shared.sql.leases;
+        let rows = self.rows(sql, &[&key], deadline, started).await?;
+        let row = one(&rows)?;
+        let held: i64 = row.try_get(0).map_err(bad_row)?;
+        let first: i64 = row.try_get(1).map_err(bad_row)?;
+        let (Ok(held), Ok(first)) = (u64::try_from(held), u64::try_from(first)) else {
+            return Err(error::invalid(format!(
+                "leases {held}, first ends in {first} µs"
+            )));
+        };
+        Ok(Leases {
+            held,
+            first_ends: Duration::from_millis(first.div_ceil(1_000)),
+        })
     }
 }
 
@@ -410,6 +535,8 @@ const PURGE_EVERY: u64 = 32;
 fn raced(err: &tokio_postgres::Error) -> bool {
     match err.code() {
         Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE => true,
+        // A deadlock's victim rolls back whole, having applied nothing.
+        Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED => true,
         Some(code) if *code == SqlState::UNIQUE_VIOLATION => {
             err.as_db_error().and_then(|db| db.constraint()) == Some("calls_pkey")
         }
@@ -421,6 +548,35 @@ fn raced(err: &tokio_postgres::Error) -> bool {
 /// windows). Not a time budget: a clamp of any `Duration` to what
 /// `statement_timestamp()` plus a lifetime can hold in a `timestamptz`.
 const MAX_TTL: Duration = Duration::from_secs(10_000 * 86_400);
+
+/// Whether the batch has a [`lease`](Counter::lease) counter; a malformed
+/// call when one has a cost other than 1, a floor or a prior.
+fn leased(counters: &[Counter]) -> Result<bool, StoreError> {
+    let mut any = false;
+    for (i, c) in counters.iter().enumerate().filter(|(_, c)| c.lease) {
+        if c.cost != 1 || c.floor != 0 || c.prior.is_some() {
+            return Err(StoreError::Backend(
+                format!(
+                    "malformed call: lease counter {} has cost {}, floor {} and {} prior; \
+                     expected cost 1, floor 0 and no prior",
+                    i + 1,
+                    c.cost,
+                    c.floor,
+                    if c.prior.is_some() { "a" } else { "no" }
+                )
+                .into(),
+            ));
+        }
+        any = true;
+    }
+    Ok(any)
+}
+
+/// The length of a count's or reservation's reply: the counts, the
+/// priors' counts, and two numbers per lease counter.
+fn reply_len(counters: &[Counter], priors: &Priors<'_>) -> usize {
+    counters.len() + priors.len() + 2 * counters.iter().filter(|c| c.lease).count()
+}
 
 /// The keys, costs (saturated at [`MAX_COUNT`], which changes no result)
 /// and lifetimes of a batch, as statement arrays.
@@ -588,6 +744,7 @@ mod tests {
             max,
             floor: 0,
             prior: None,
+            lease: false,
         }
     }
 

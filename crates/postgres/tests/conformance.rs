@@ -41,3 +41,5 @@ impl tollgate_conformance::Harness for PostgresHarness {
 }
 
 tollgate_conformance::conformance_tests!(PostgresHarness);
+// The Postgres store keeps leases.
+tollgate_conformance::lease_conformance_tests!(PostgresHarness);

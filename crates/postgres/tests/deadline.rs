@@ -27,6 +27,7 @@ fn counter(key: &str) -> Counter {
         max: 100,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 

@@ -25,6 +25,7 @@ fn counter(key: &str, ttl_secs: u64, cost: u64, max: u64, floor: u64) -> Counter
         max,
         floor,
         prior: None,
+        lease: false,
     }
 }
 

@@ -22,6 +22,7 @@ fn counter(key: &str) -> Counter {
         max: 10,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 
@@ -126,7 +127,8 @@ async fn a_schema_of_this_version_missing_a_table_is_refused_not_used() {
         drop(support::open(&url, &schema).await);
         let dropped = dropped.replace("{s}", &schema);
         client
-            .batch_execute(&format!("DROP TABLE \"{schema}\".{dropped}"))
+            // CASCADE: the leases' reference to the counters goes too.
+            .batch_execute(&format!("DROP TABLE \"{schema}\".{dropped} CASCADE"))
             .await
             .unwrap();
         match PostgresStore::open_with(&url, options(&schema)).await {

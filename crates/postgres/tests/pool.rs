@@ -17,6 +17,7 @@ fn counter(key: &str, ttl: Duration) -> Counter {
         max: 1_000,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 

@@ -31,6 +31,7 @@ fn counter(key: &str, cost: u64, max: u64, floor: u64, prior: Option<(&str, u64,
             part,
             whole,
         }),
+        lease: false,
     }
 }
 

@@ -28,6 +28,7 @@ fn counters(keys: &[String], max: u64, cost: u64) -> Vec<Counter> {
             max,
             floor: 0,
             prior: None,
+            lease: false,
         })
         .collect()
 }

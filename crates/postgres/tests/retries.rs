@@ -127,6 +127,7 @@ fn counter(key: &str, cost: u64, max: u64) -> Counter {
         max,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 

@@ -201,6 +201,7 @@ fn counter(key: &str) -> Counter {
         max: 10,
         floor: 0,
         prior: None,
+        lease: false,
     }
 }
 
@@ -611,4 +612,5 @@ mod conformance {
     }
 
     tollgate_conformance::conformance_tests!(TlsHarness);
+    tollgate_conformance::lease_conformance_tests!(TlsHarness);
 }

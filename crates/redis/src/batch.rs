@@ -23,7 +23,7 @@ use tokio::sync::oneshot;
 use tollgate_core::{Counter, Deadline, StoreError};
 use tracing::instrument::WithSubscriber;
 
-use crate::call::{self, Counters, Part};
+use crate::call::{self, Counters, Part, Priors};
 use crate::record::Record;
 use crate::reply::{self, Reply};
 use crate::scripts::SCRIPTS;
@@ -191,6 +191,7 @@ async fn send<T: Transport<Route = ()>>(transport: &T, batch: Vec<Member>) {
             counters: m.counters.iter(),
             record: &m.record,
             cutoff: m.deadline.cutoff_unix_millis(),
+            priors: Priors::Keyed,
         })
         .collect();
     let mut args = transport.args(script, call::size(&parts));
@@ -334,6 +335,8 @@ mod tests {
             cost: 1,
             max: 10,
             floor: 0,
+            prior: None,
+            lease: false,
         }
     }
 

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use tollgate_core::{Counter, MARK_DONE};
+use tollgate_core::{Counter, MARK_DONE, Prior};
 
 use crate::record::{Record, millis};
 
@@ -46,7 +46,9 @@ impl std::ops::Add for Size {
 /// What a call of [`CHECK`](crate::scripts::CHECK), the script of every
 /// counter operation, does: its op, and the arguments each counter takes,
 /// each followed by `@floor` for a counter with a floor (none for a floor
-/// of 0: the same bytes as before floors).
+/// of 0: the same bytes as before floors), then, for a count or a
+/// reservation, `~part/whole[=count]` for a counter with a prior (none
+/// without: the same bytes as before priors).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Counters {
     /// `c`, count: `lifetime:cost` per counter (lifetime in ms).
@@ -61,6 +63,12 @@ pub(crate) enum Counters {
 }
 
 impl Counters {
+    /// Whether the op reads its counters' priors (a count, a reservation)
+    /// or ignores them (a refund, a give-back).
+    pub(crate) fn reads_priors(self) -> bool {
+        matches!(self, Counters::Count | Counters::Reserve)
+    }
+
     /// The op, as the script reads it.
     fn code(self) -> &'static str {
         match self {
@@ -74,13 +82,58 @@ impl Counters {
 
 /// One call in a script call of [`CHECK`](crate::scripts::CHECK): `op` on
 /// `counters`, recorded as `record`, with the deadline `cutoff` (wall-clock
-/// ms, as `Deadline::cutoff_unix_millis` gives).
+/// ms, as `Deadline::cutoff_unix_millis` gives), its counters' priors read
+/// as `priors` say.
 #[derive(Clone, Debug)]
 pub(crate) struct Part<'a, I> {
     pub(crate) op: Counters,
     pub(crate) counters: I,
     pub(crate) record: &'a Record,
     pub(crate) cutoff: u64,
+    pub(crate) priors: Priors<'a>,
+}
+
+/// Where the script finds the count of each prior ([`Counter::prior`]) of
+/// a count's or reservation's counters (a refund or give-back sends none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Priors<'a> {
+    /// Every prior read by the script, from its key (sent after the
+    /// call's counters' keys, in counter order): one server, where the
+    /// whole call is one script.
+    Keyed,
+    /// Per counter with a prior, in order: its count read before the call
+    /// (sent in its argument), or `None`, read by the script as
+    /// [`Keyed`](Priors::Keyed) (Redis Cluster: a prior read beforehand
+    /// when its key is in another hash slot than its counter's).
+    #[cfg_attr(not(feature = "tcp"), allow(dead_code))]
+    Read(&'a [Option<u64>]),
+}
+
+impl Priors<'_> {
+    /// The count of the `j`-th prior of the call read beforehand, if it was.
+    fn read(self, j: usize) -> Option<u64> {
+        match self {
+            Priors::Keyed => None,
+            Priors::Read(counts) => counts.get(j).copied().flatten(),
+        }
+    }
+}
+
+/// The priors of a call's `counters` that `op` sends, in counter order:
+/// each with its count read beforehand, if it was.
+fn priors<'a, 'c, I>(
+    op: Counters,
+    counters: I,
+    read: Priors<'a>,
+) -> impl Iterator<Item = (&'c Prior, Option<u64>)> + use<'a, 'c, I>
+where
+    I: Iterator<Item = &'c Counter>,
+{
+    let sent = op.reads_priors();
+    counters
+        .filter_map(move |c| c.prior.as_ref().filter(|_| sent))
+        .enumerate()
+        .map(move |(j, prior)| (prior, read.read(j)))
 }
 
 /// The size of a script call of `parts`.
@@ -105,15 +158,24 @@ where
         size.args += 2 + id + n;
         // A head, and about 30 digits per counter's argument.
         size.text += text + id * part.record.id.len() + 8 + 30 * n;
+        for (prior, read) in priors(part.op, part.counters.clone(), part.priors) {
+            // `~part/whole`, or `=count` instead of a key.
+            size.text += 18;
+            if read.is_none() {
+                size.keys += 1;
+                size.text += prior.key.len();
+            }
+        }
     }
     size
 }
 
 /// Writes one script call of `parts` (one part: a call alone; several: a
-/// batch): every call's counters, then the hashes of records they use, as
-/// keys; then the number of hashes; per hash how long it is kept and the
-/// ids of the calls it records; then each call's head
-/// (`<op><counters>.<hash>`), cutoff and one argument per counter.
+/// batch): every call's counters and the priors it has the script read,
+/// then the hashes of records they use, as keys; then the number of
+/// hashes; per hash how long it is kept and the ids of the calls it
+/// records; then each call's head (`<op><counters>.<hash>`), cutoff and
+/// one argument per counter.
 pub(crate) fn write<'a, I>(call: &mut impl Call, parts: &[Part<'_, I>])
 where
     I: Iterator<Item = &'a Counter> + Clone,
@@ -121,6 +183,11 @@ where
     for part in parts {
         for counter in part.counters.clone() {
             call.key(&counter.key);
+        }
+        for (prior, read) in priors(part.op, part.counters.clone(), part.priors) {
+            if read.is_none() {
+                call.key(&prior.key);
+            }
         }
     }
     let hashes = hashes(parts);
@@ -151,6 +218,7 @@ where
         let _ = write!(text, "{}{n}.{hash}", part.op.code());
         call.text(&text);
         call.number(part.cutoff);
+        let mut priors = priors(part.op, part.counters.clone(), part.priors);
         for counter in part.counters.clone() {
             text.clear();
             let _ = match part.op {
@@ -166,6 +234,14 @@ where
             };
             if counter.floor > 0 {
                 let _ = write!(text, "@{}", counter.floor);
+            }
+            if counter.prior.is_some()
+                && let Some((prior, read)) = priors.next()
+            {
+                let _ = write!(text, "~{}/{}", prior.part, prior.whole);
+                if let Some(count) = read {
+                    let _ = write!(text, "={count}");
+                }
             }
             call.text(&text);
         }
@@ -290,6 +366,8 @@ mod tests {
             cost,
             max,
             floor: 0,
+            prior: None,
+            lease: false,
         }
     }
 
@@ -308,6 +386,7 @@ mod tests {
                 counters: counters.iter(),
                 record: &record,
                 cutoff: 99,
+                priors: Priors::Keyed,
             }];
             write(&mut call, &parts);
             let size = size(&parts);
@@ -338,6 +417,8 @@ mod tests {
     fn a_floor_follows_a_counters_argument_after_an_at_sign_and_only_when_there_is_one() {
         let floored = Counter {
             floor: 1_781_524_989_000_000,
+            prior: None,
+            lease: false,
             ..counter("a", 60_000, 3, 3_000_000)
         };
         let counters = [floored, counter("b", 1_000, 3, 20)];
@@ -349,6 +430,7 @@ mod tests {
                 counters: counters.iter(),
                 record: &record,
                 cutoff: 99,
+                priors: Priors::Keyed,
             }];
             write(&mut call, &parts);
             let size = size(&parts);
@@ -388,6 +470,7 @@ mod tests {
             counters: counters[i..=i].iter(),
             record,
             cutoff: 5,
+            priors: Priors::Keyed,
         };
         let parts = [
             part(Counters::Count, 0, &first),
@@ -407,6 +490,88 @@ mod tests {
         );
         let size = size(&parts);
         assert_eq!(size.keys + size.args, call.0.len());
+    }
+
+    fn with_prior(counter: Counter, key: &str, part: u64, whole: u64) -> Counter {
+        Counter {
+            prior: Some(Prior {
+                key: key.into(),
+                part,
+                whole,
+            }),
+            ..counter
+        }
+    }
+
+    #[test]
+    fn a_prior_follows_a_counters_argument_its_key_after_the_calls_counters() {
+        let floored = Counter {
+            floor: 1_000,
+            ..counter("c", 1_000, 1, 5_000)
+        };
+        let counters = [
+            with_prior(counter("a", 60_000, 2, 10), "pa", 17, 60),
+            counter("b", 1_000, 3, 20),
+            with_prior(floored, "pc", 1, 2),
+        ];
+        let record = Record {
+            key: "h".into(),
+            id: "i".into(),
+            lifetime_ms: 720,
+        };
+        let written = |op: Counters, priors: Priors<'_>| {
+            let mut call = Written::default();
+            let parts = [
+                Part {
+                    op,
+                    counters: counters.iter(),
+                    record: &record,
+                    cutoff: 99,
+                    priors,
+                },
+                // A second call, without priors: its keys after the first's.
+                Part {
+                    op,
+                    counters: counters[1..2].iter(),
+                    record: &record,
+                    cutoff: 99,
+                    priors,
+                },
+            ];
+            write(&mut call, &parts);
+            let size = size(&parts);
+            assert_eq!(size.keys + size.args, call.0.len());
+            call.0.join(" ")
+        };
+        let head = "n:1 n:1540 n:2 t:i t:i";
+        assert_eq!(
+            written(Counters::Reserve, Priors::Keyed),
+            format!(
+                "k:a k:b k:c k:pa k:pc k:b k:h {head} \
+                 t:r3.1 n:99 t:60000:2:10~17/60 t:1000:3:20 t:1000:1:5000@1000~1/2 \
+                 t:r1.1 n:99 t:1000:3:20"
+            )
+        );
+        // Read beforehand: the count in the argument, and no key.
+        let read = [Some(42), None];
+        assert_eq!(
+            written(Counters::Count, Priors::Read(&read)),
+            format!(
+                "k:a k:b k:c k:pc k:b k:h {head} \
+                 t:c3.1 n:99 t:60000:2~17/60=42 t:1000:3 t:1000:1@1000~1/2 \
+                 t:c1.1 n:99 t:1000:3"
+            )
+        );
+        // A refund or a give-back sends no prior.
+        for (op, code) in [(Counters::Refund, "f"), (Counters::GiveBack, "g")] {
+            assert_eq!(
+                written(op, Priors::Keyed),
+                format!(
+                    "k:a k:b k:c k:b k:h {head} \
+                     t:{code}3.1 n:99 t:2 t:3 t:1@1000 t:{code}1.1 n:99 t:3"
+                )
+            );
+        }
     }
 
     #[test]

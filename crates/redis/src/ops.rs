@@ -13,7 +13,7 @@ use tollgate_core::{Deadline, StoreError};
 
 use crate::call::Single;
 #[cfg(feature = "tcp")]
-use crate::call::{self, Counters, Part};
+use crate::call::{self, Counters, Part, Priors};
 #[cfg(feature = "tcp")]
 use crate::record::Record;
 use crate::reply::{self, Reply};
@@ -28,13 +28,12 @@ pub(crate) trait Batch<'a>: Iterator<Item = &'a Counter> + Clone + Send {}
 impl<'a, I: Iterator<Item = &'a Counter> + Clone + Send> Batch<'a> for I {}
 
 /// One call of [`CHECK`](crate::scripts::CHECK) (a batch of one): `op` on
-/// `counters`, recorded as `record`; its own reply, read by
-/// [`reply::script_result`].
+/// `counters`, their priors read as `priors` say, recorded as `record`;
+/// its own reply, read by [`reply::script_result`].
 #[cfg(feature = "tcp")]
 pub(crate) async fn single<'a, T: Transport>(
     transport: &T,
-    op: Counters,
-    counters: impl Batch<'a>,
+    (op, counters, priors): (Counters, impl Batch<'a>, Priors<'_>),
     record: &Record,
     route: &mut T::Route,
     deadline: Deadline,
@@ -46,6 +45,7 @@ pub(crate) async fn single<'a, T: Transport>(
         counters,
         record,
         cutoff: deadline.cutoff_unix_millis(),
+        priors,
     }];
     let mut args = transport.args(script, call::size(&parts));
     call::write(&mut args, &parts);
@@ -55,47 +55,35 @@ pub(crate) async fn single<'a, T: Transport>(
     reply::script_result(reply, started.elapsed())
 }
 
-/// A count recorded as `record`: the new counts.
+/// A count recorded as `record`, its counters' priors read as `priors`
+/// say: the new counts, then the priors' counts.
 #[cfg(feature = "tcp")]
 pub(crate) async fn count<'a, T: Transport>(
     transport: &T,
-    counters: impl Batch<'a>,
+    (counters, priors): (impl Batch<'a>, Priors<'_>),
     record: &Record,
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<Vec<u64>, StoreError> {
-    let n = counters.clone().count();
-    let reply = single(
-        transport,
-        Counters::Count,
-        counters,
-        record,
-        route,
-        deadline,
-    )
-    .await?;
+    let n = reply::answered(counters.clone());
+    let call = (Counters::Count, counters, priors);
+    let reply = single(transport, call, record, route, deadline).await?;
     reply::counts(reply, n)
 }
 
-/// A reservation recorded as `record`: whether it applied, and the counts.
+/// A reservation recorded as `record`, its counters' priors read as
+/// `priors` say: whether it applied, and the counts, then the priors'.
 #[cfg(feature = "tcp")]
 pub(crate) async fn reserve<'a, T: Transport>(
     transport: &T,
-    counters: impl Batch<'a>,
+    (counters, priors): (impl Batch<'a>, Priors<'_>),
     record: &Record,
     route: &mut T::Route,
     deadline: Deadline,
 ) -> Result<Reservation, StoreError> {
-    let n = counters.clone().count();
-    let reply = single(
-        transport,
-        Counters::Reserve,
-        counters,
-        record,
-        route,
-        deadline,
-    )
-    .await?;
+    let n = reply::answered(counters.clone());
+    let call = (Counters::Reserve, counters, priors);
+    let reply = single(transport, call, record, route, deadline).await?;
     reply::reservation(reply, n)
 }
 
@@ -115,7 +103,8 @@ pub(crate) async fn refund<'a, T: Transport>(
         Counters::Refund
     };
     let n = counters.clone().count();
-    let reply = single(transport, op, counters, record, route, deadline).await?;
+    let call = (op, counters, Priors::Keyed);
+    let reply = single(transport, call, record, route, deadline).await?;
     reply::counts(reply, n)
 }
 
@@ -183,7 +172,7 @@ macro_rules! endpoint_store {
                 let record = $crate::record::Record::new(id, deadline);
                 let op = $crate::call::Counters::Count;
                 let reply = self.$batch.call(op, counters, record, deadline).await?;
-                $crate::reply::counts(reply, counters.len())
+                $crate::reply::counts(reply, $crate::reply::answered(counters))
             }
 
             async fn reserve(
@@ -201,7 +190,7 @@ macro_rules! endpoint_store {
                 let record = $crate::record::Record::new(id, deadline);
                 let op = $crate::call::Counters::Reserve;
                 let reply = self.$batch.call(op, counters, record, deadline).await?;
-                $crate::reply::reservation(reply, counters.len())
+                $crate::reply::reservation(reply, $crate::reply::answered(counters))
             }
 
             async fn refund(

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Claim, MAX_COUNT, Reservation, StoreError};
+use tollgate_core::{Claim, Counter, MAX_COUNT, Reservation, StoreError};
 
 use crate::failure;
 
@@ -115,12 +115,24 @@ pub(crate) fn calls(reply: Reply, n: usize) -> Result<Vec<Reply>, StoreError> {
     array(reply, n, "replies")
 }
 
-/// The reply to one count, refund or give-back call: one count per counter.
+/// How many counts a count or a reservation of `counters` answers: one per
+/// counter, then one per counter with a [`prior`](Counter::prior) (its
+/// count), in counter order. A refund or give-back answers one per counter.
+pub(crate) fn answered<'a>(counters: impl IntoIterator<Item = &'a Counter>) -> usize {
+    counters
+        .into_iter()
+        .fold(0, |n, c| n + 1 + usize::from(c.prior.is_some()))
+}
+
+/// The reply to one count, refund or give-back call: `n` counts (a
+/// count's: one per counter, then its priors', as [`answered`] says; a
+/// refund's or give-back's: one per counter).
 pub(crate) fn counts(reply: Reply, n: usize) -> Result<Vec<u64>, StoreError> {
     array(reply, n, "counts")?.iter().map(count).collect()
 }
 
-/// The reply to one reservation: `[applied, count, ...]`.
+/// The reply to one reservation: `[applied, count, ...]`, with `n` counts
+/// (one per counter, then its priors', as [`answered`] says).
 pub(crate) fn reservation(reply: Reply, n: usize) -> Result<Reservation, StoreError> {
     let items = array(reply, n + 1, "script results")?;
     let applied = flag(&items[0])?;
@@ -131,6 +143,35 @@ pub(crate) fn reservation(reply: Reply, n: usize) -> Result<Reservation, StoreEr
 /// The reply to `MGET`.
 pub(crate) fn stored_counts(reply: Reply, n: usize) -> Result<Vec<u64>, StoreError> {
     array(reply, n, "values")?.iter().map(stored).collect()
+}
+
+/// The reply to `MGET` of priors read before a call (Redis Cluster, for
+/// priors in another hash slot than their counters): nil is 0, else a
+/// count as the script reads one (`0`, or up to 16 digits without a
+/// leading zero, at most 2^53). Any other text is the error the script
+/// answers for a counter or prior that holds it (the server's error: the
+/// call is refused as a script refuses it), not an invalid reply. (`MGET`
+/// answers nil, read as 0, for a key of another type than a string.)
+#[cfg(feature = "tcp")]
+pub(crate) fn prior_counts(reply: Reply, n: usize) -> Result<Vec<u64>, StoreError> {
+    array(reply, n, "values")?
+        .iter()
+        .map(|value| match value {
+            Reply::Text(text) if text.as_slice() == b"0" => Ok(0),
+            Reply::Text(text) => {
+                let digits = text.len() <= 16
+                    && text.first().is_some_and(|&b| b != b'0')
+                    && text.iter().all(u8::is_ascii_digit);
+                let count = std::str::from_utf8(text).ok().and_then(|t| t.parse().ok());
+                match count {
+                    Some(count) if digits && count <= MAX_COUNT => Ok(count),
+                    Some(_) if digits => Err(failure::from_server("ERR counter is over 2^53")),
+                    _ => Err(failure::from_server("ERR counter is not an integer")),
+                }
+            }
+            value => stored(value),
+        })
+        .collect()
 }
 
 /// A script's 0 or 1.
@@ -273,6 +314,54 @@ mod tests {
                 "{reply:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_count_or_reservation_answers_one_count_more_per_prior() {
+        let counter = |prior: bool| Counter {
+            key: "k".into(),
+            ttl: Duration::from_secs(1),
+            cost: 1,
+            max: 5,
+            floor: 0,
+            prior: prior.then(|| tollgate_core::Prior {
+                key: "p".into(),
+                part: 1,
+                whole: 2,
+            }),
+            lease: false,
+        };
+        assert_eq!(answered(&[]), 0);
+        assert_eq!(answered(&[counter(false), counter(false)]), 2);
+        assert_eq!(answered(&[counter(true), counter(false), counter(true)]), 5);
+    }
+
+    #[cfg(feature = "tcp")]
+    #[test]
+    fn priors_read_first_are_counts_as_the_script_reads_them() {
+        let values = [Reply::Nil, text("0"), text("12"), text("9007199254740992")];
+        assert_eq!(
+            prior_counts(array(&values), 4).unwrap(),
+            vec![0, 0, 12, MAX_COUNT]
+        );
+        for (value, message) in [
+            ("twelve", "not an integer"),
+            ("012", "not an integer"),
+            ("", "not an integer"),
+            ("-1", "not an integer"),
+            ("12345678901234567", "not an integer"),
+            ("9007199254740993", "over 2^53"),
+        ] {
+            let err = prior_counts(array(&[text(value)]), 1).unwrap_err();
+            assert_eq!(err.kind(), "backend", "{value:?}");
+            let source = std::error::Error::source(&err).map(ToString::to_string);
+            assert!(
+                source.is_some_and(|text| text.contains(message)),
+                "{value:?}: {err:?}"
+            );
+        }
+        let short = prior_counts(array(&[Reply::Nil]), 2).unwrap_err();
+        assert_eq!(short.kind(), "invalid-reply");
     }
 
     #[test]

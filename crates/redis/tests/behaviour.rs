@@ -544,6 +544,8 @@ async fn refused_callers_under_attack_cost_the_server_nothing() {
 fn floored(name: &str, cost: u64, floor: u64) -> Counter {
     Counter {
         floor,
+        prior: None,
+        lease: false,
         ..counter(name, cost, tollgate_core::MAX_COUNT)
     }
 }
@@ -609,6 +611,8 @@ async fn a_call_with_a_floor_is_exact_and_one_without_stays_lean() {
     // A reservation: the floor raised to a later time, the time renewed.
     let later = Counter {
         floor: floor + 10_000_000,
+        prior: None,
+        lease: false,
         cost: 1_500,
         ..time.clone()
     };

@@ -518,6 +518,8 @@ async fn a_refused_cross_slot_reservation_gives_floored_counters_back() {
         cost,
         max: tollgate_core::MAX_COUNT,
         floor,
+        prior: None,
+        lease: false,
         ..limit.counter(now)
     };
     let plain = |limit: &Limit, cost: u64| Counter {
@@ -665,6 +667,8 @@ fn minute_counter(key: &str, cost: u64) -> Counter {
         cost,
         max: 10,
         floor: 0,
+        prior: None,
+        lease: false,
     }
 }
 

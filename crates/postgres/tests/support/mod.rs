@@ -40,8 +40,31 @@ pub(crate) async fn open(url: &str, schema: &str) -> PostgresStore {
 }
 
 /// The remaining lifetime of `key` in `schema`, counters or marks, read
-/// from the tables by the server's clock.
+/// from the tables by the server's clock; for a set of leases, until its
+/// last unexpired lease ends (checking that the set's row lives exactly
+/// until its last lease ends).
 pub(crate) async fn expiry(client: &Client, schema: &str, key: &str) -> Expiry {
+    let sql = format!(
+        "SELECT count(*), \
+             (extract(epoch FROM max(l.ends_at) FILTER (WHERE l.ends_at > clock_timestamp()) \
+                 - clock_timestamp()) * 1000000)::bigint, \
+             bool_and(c.expires_at IS NOT DISTINCT FROM (SELECT max(m.ends_at) \
+                 FROM \"{schema}\".leases m WHERE m.key = $1)) \
+         FROM \"{schema}\".leases l LEFT JOIN \"{schema}\".counters c ON c.key = l.key \
+         WHERE l.key = $1"
+    );
+    let row = client.query_one(&sql, &[&key.as_bytes()]).await.unwrap();
+    if row.get::<_, i64>(0) > 0 {
+        assert_eq!(
+            row.get::<_, Option<bool>>(2),
+            Some(true),
+            "{key}: the set lives until its last lease ends"
+        );
+        return match row.get::<_, Option<i64>>(1) {
+            Some(us) if us > 0 => Expiry::In(Duration::from_micros(us as u64)),
+            _ => Expiry::Absent,
+        };
+    }
     let sql = format!(
         "SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint \
          FROM \"{schema}\".counters WHERE key = $1 \

@@ -21,14 +21,18 @@ use crate::tcp::{Resp, failure, value};
 use link::ClusterLink;
 
 /// Counters and marks on Redis Cluster: per check, one script call per hash
-/// slot, all slots at once, so a check waits one round trip.
+/// slot, all slots at once, so a check waits one round trip (two with
+/// priors in other slots than their counters').
 ///
 /// A check's keys (`limit:<key>:<window>`) usually hash to different slots,
 /// and Redis runs a script only on keys of one slot. So each call groups
 /// its counters by slot and runs the same script on each group, all
 /// concurrently; an all-or-nothing reservation whose keys span slots
 /// reserves on each slot and gives back what it took when any slot
-/// refuses. See the [crate docs](crate#redis-cluster).
+/// refuses. A counter's prior (a sliding window's previous window) in
+/// another slot is read first (one `MGET` per slot, all at once) and its
+/// count sent to its counter's slot; one in the counter's own slot is read
+/// by the script. See the [crate docs](crate#redis-cluster).
 ///
 /// Cheap to clone; clones share one cluster connection.
 #[derive(Clone)]

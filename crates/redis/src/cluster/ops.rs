@@ -1,22 +1,124 @@
 //! The operations of [`RedisClusterStore`]: per hash slot, one call of the
 //! script path ([`crate::ops`]), all slots at once.
+//!
+//! **Priors.** A counter's [`prior`](Counter::prior) (a sliding window's
+//! previous window, `limit:<key>:<i-1>` beside `limit:<key>:<i>`) is
+//! generally in another slot than its counter, and a script reads only
+//! keys of its own slot. So a count or reservation with priors first reads
+//! every prior in another slot than its counter's: one `MGET` per slot,
+//! all slots at once, under the call's deadline (a value that is not a
+//! count refuses the call, as the script refuses a counter holding one;
+//! `MGET` reads a key of another type as absent). Then each slot's script
+//! gets those counts in its counters' arguments (`~part/whole=count`), so
+//! that its record holds them and a retry answers them; a prior in its
+//! counter's slot is read by the script itself, in the same atomic step.
+//! A call whose priors all sit in their counters' slots (hash-tagged keys),
+//! like a call without priors, is one round trip; any other call with
+//! priors is two. A prior read beforehand is not read atomically with the
+//! write: a caller racing in the previous window (which has ended; only
+//! a late attempt or retry of a check that began in it still adds) may be
+//! missed by at most one round trip.
 
 use std::future::Future;
 
 use futures_util::future::join_all;
+use redis::cluster_routing::Slot;
 use tollgate_core::{
     CheckId, Counter, CounterStore, Deadline, Named, Reservation, StoreError, async_trait,
 };
 
 use super::slots::{self, Group};
 use super::{Cluster, RedisClusterStore, Target};
+use crate::call::Priors;
 use crate::record::Record;
-use crate::{failure, ops};
+use crate::transport::mget;
+use crate::{failure, ops, reply};
 
 impl Cluster {
-    /// `counters` grouped by the slot of their keys.
+    /// `counters` grouped by the slot of their keys, each group with the
+    /// places of its members' priors' counts in a count's or
+    /// reservation's reply: after every counter's count, in counter order.
     pub(super) fn groups(counters: &[Counter]) -> Vec<Group> {
-        slots::group(counters.iter().map(|c| c.key.as_str()))
+        let mut groups = slots::group(counters.iter().map(|c| c.key.as_str()));
+        let mut place = counters.len();
+        for (i, counter) in counters.iter().enumerate() {
+            if counter.prior.is_some() {
+                if let Some(group) = groups.iter_mut().find(|g| g.members.contains(&i)) {
+                    group.priors.push(place);
+                }
+                place += 1;
+            }
+        }
+        groups
+    }
+
+    /// The counts of `counters`' priors read before the call, per prior in
+    /// counter order: `Some` for a prior in another slot than its counter
+    /// (all of them read at once, one `MGET` per slot), `None` for one in
+    /// its counter's slot, which the script reads. Nothing is sent when no
+    /// prior is in another slot.
+    pub(super) async fn read_priors(
+        &self,
+        counters: &[Counter],
+        deadline: Deadline,
+    ) -> Result<Vec<Option<u64>>, StoreError> {
+        let mut read = Vec::new();
+        let mut keys: Vec<&str> = Vec::new();
+        let mut at = Vec::new();
+        for counter in counters {
+            if let Some(prior) = &counter.prior {
+                if Slot::for_key(&prior.key) != Slot::for_key(&counter.key) {
+                    at.push(read.len());
+                    keys.push(&prior.key);
+                }
+                read.push(None);
+            }
+        }
+        if keys.is_empty() {
+            return Ok(read);
+        }
+        let groups = slots::group(keys.iter().copied());
+        let counts = per_slot(&groups, keys.len(), false, |group| {
+            self.read_group(&keys, group, deadline)
+        })
+        .await?;
+        for (j, count) in at.into_iter().zip(counts) {
+            if let Some(place) = read.get_mut(j) {
+                *place = Some(count);
+            }
+        }
+        Ok(read)
+    }
+
+    /// The priors of `group`'s members, in order, from `read` (the call's,
+    /// as [`read_priors`](Cluster::read_priors) gives them): each read
+    /// beforehand or `None`, read by the script.
+    fn group_priors(counters: &[Counter], group: &Group, read: &[Option<u64>]) -> Vec<Option<u64>> {
+        group
+            .priors
+            .iter()
+            .map(|&place| {
+                let j = place.saturating_sub(counters.len());
+                read.get(j).copied().flatten()
+            })
+            .collect()
+    }
+
+    /// `MGET` of one group of the priors `keys`, read as priors.
+    async fn read_group(
+        &self,
+        keys: &[&str],
+        group: &Group,
+        deadline: Deadline,
+    ) -> Result<Vec<u64>, StoreError> {
+        let keys: Vec<&str> = group
+            .members
+            .iter()
+            .filter_map(|&i| keys.get(i).copied())
+            .collect();
+        let target = &mut Target::Slot(group.slot);
+        let answer = mget(self, &keys, target, deadline).await?;
+        reply::prior_counts(answer, keys.len())
     }
 
     /// The counters of `group`, in order.
@@ -29,44 +131,50 @@ impl Cluster {
         Record::tagged(slots::tag(group.slot), id, deadline)
     }
 
-    /// [`ops::count`] of the call `id` on one group. While the group's slot
-    /// migrates, its counters on one node and the new record on neither,
-    /// the call is refused (`TRYAGAIN`) and sent again without a record.
+    /// [`ops::count`] of the call `id` on one group, with its priors from
+    /// `read` (the call's). While the group's slot migrates, its counters
+    /// on one node and the new record on neither, the call is refused
+    /// (`TRYAGAIN`) and sent again without a record.
     async fn count_group(
         &self,
-        counters: &[Counter],
+        (counters, read): (&[Counter], &[Option<u64>]),
         group: &Group,
         id: CheckId,
         deadline: Deadline,
     ) -> Result<Vec<u64>, StoreError> {
         let members = Cluster::members(counters, group);
+        let priors = Cluster::group_priors(counters, group, read);
+        let batch = (members, Priors::Read(&priors));
         let target = &mut Target::Slot(group.slot);
         let record = Cluster::record(group, id, deadline);
-        match ops::count(self, members.clone(), &record, target, deadline).await {
+        match ops::count(self, batch.clone(), &record, target, deadline).await {
             Err(err) if failure::is_try_again(&err) => {
-                ops::count(self, members, &Record::none(), target, deadline).await
+                ops::count(self, batch, &Record::none(), target, deadline).await
             }
             result => result,
         }
     }
 
-    /// [`ops::reserve`] of the call `id` on one group (sent again without
-    /// a record while the slot migrates, as [`count_group`](Cluster::count_group)),
-    /// and whether it was recorded.
+    /// [`ops::reserve`] of the call `id` on one group, with its priors
+    /// from `read` (the call's; sent again without a record while the slot
+    /// migrates, as [`count_group`](Cluster::count_group)), and whether it
+    /// was recorded.
     pub(super) async fn reserve_group(
         &self,
-        counters: &[Counter],
+        (counters, read): (&[Counter], &[Option<u64>]),
         group: &Group,
         id: CheckId,
         deadline: Deadline,
     ) -> Result<(Reservation, bool), StoreError> {
         let members = Cluster::members(counters, group);
+        let priors = Cluster::group_priors(counters, group, read);
+        let batch = (members, Priors::Read(&priors));
         let target = &mut Target::Slot(group.slot);
         let record = Cluster::record(group, id, deadline);
-        match ops::reserve(self, members.clone(), &record, target, deadline).await {
+        match ops::reserve(self, batch.clone(), &record, target, deadline).await {
             Err(err) if failure::is_try_again(&err) => {
                 let none = Record::none();
-                let reservation = ops::reserve(self, members, &none, target, deadline).await?;
+                let reservation = ops::reserve(self, batch, &none, target, deadline).await?;
                 Ok((reservation, false))
             }
             result => Ok((result?, true)),
@@ -135,11 +243,13 @@ fn slot_of(key: &str) -> Target {
 }
 
 /// Runs `call` on every group at once (directly when there is one) and
-/// returns the counts in the caller's order; the first failure, if any.
-/// A call on a slot that failed may have been applied on the others.
+/// returns the `n` counts in the caller's order (with its priors' counts
+/// after, for a count: `priors`); the first failure, if any. A call on a
+/// slot that failed may have been applied on the others.
 async fn per_slot<'a, F, Fut>(
     groups: &'a [Group],
     n: usize,
+    priors: bool,
     call: F,
 ) -> Result<Vec<u64>, StoreError>
 where
@@ -148,12 +258,12 @@ where
 {
     let mut out = vec![0; n];
     if let [group] = groups {
-        slots::scatter(&mut out, group, &call(group).await?)?;
+        slots::scatter(&mut out, group, &call(group).await?, priors)?;
         return Ok(out);
     }
     let replies = join_all(groups.iter().map(&call)).await;
     for (group, counts) in groups.iter().zip(replies) {
-        slots::scatter(&mut out, group, &counts?)?;
+        slots::scatter(&mut out, group, &counts?, priors)?;
     }
     Ok(out)
 }
@@ -167,7 +277,8 @@ impl Named for RedisClusterStore {
 #[async_trait]
 impl CounterStore for RedisClusterStore {
     /// Per slot, one `EVALSHA` of [`CHECK`](crate::scripts::CHECK) (count); all
-    /// slots at once.
+    /// slots at once; first, for priors in other slots than their
+    /// counters', per slot one `MGET` of them, all slots at once.
     async fn count(
         &self,
         counters: &[Counter],
@@ -178,15 +289,18 @@ impl CounterStore for RedisClusterStore {
             return Ok(Vec::new());
         }
         let groups = Cluster::groups(counters);
-        per_slot(&groups, counters.len(), |group| {
-            self.cluster.count_group(counters, group, id, deadline)
+        let read = self.cluster.read_priors(counters, deadline).await?;
+        per_slot(&groups, reply::answered(counters), true, |group| {
+            let call = (counters, read.as_slice());
+            self.cluster.count_group(call, group, id, deadline)
         })
         .await
     }
 
     /// Per slot, one `EVALSHA` of [`CHECK`](crate::scripts::CHECK) (reserve), all
-    /// slots at once; when a slot refuses, one `EVALSHA` of the give-back
-    /// script on each slot that applied.
+    /// slots at once (first, for priors in other slots than their
+    /// counters', per slot one `MGET` of them); when a slot refuses, one
+    /// `EVALSHA` of the give-back script on each slot that applied.
     async fn reserve(
         &self,
         counters: &[Counter],
@@ -214,7 +328,7 @@ impl CounterStore for RedisClusterStore {
             return Ok(Vec::new());
         }
         let groups = Cluster::groups(counters);
-        per_slot(&groups, counters.len(), |group| {
+        per_slot(&groups, counters.len(), false, |group| {
             self.cluster.refund_group(counters, group, id, deadline)
         })
         .await
@@ -226,7 +340,7 @@ impl CounterStore for RedisClusterStore {
             return Ok(Vec::new());
         }
         let groups = slots::group(keys.iter().map(String::as_str));
-        per_slot(&groups, keys.len(), |group| {
+        per_slot(&groups, keys.len(), false, |group| {
             self.cluster.get_group(keys, group, deadline)
         })
         .await

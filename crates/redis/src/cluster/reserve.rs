@@ -30,6 +30,7 @@ use tollgate_core::{CheckId, Counter, Deadline, Reservation, StoreError};
 
 use super::slots::{Group, scatter};
 use super::{Cluster, RedisClusterStore};
+use crate::reply;
 
 impl RedisClusterStore {
     /// [`CounterStore::reserve`](tollgate_core::CounterStore::reserve) on
@@ -41,14 +42,16 @@ impl RedisClusterStore {
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
         let groups = Cluster::groups(counters);
+        // The priors in other slots than their counters', read first.
+        let read = self.cluster.read_priors(counters, deadline).await?;
         if let [group] = groups.as_slice() {
             // One slot: the script is atomic across the whole batch.
             let (reservation, _) = self
                 .cluster
-                .reserve_group(counters, group, id, deadline)
+                .reserve_group((counters, &read), group, id, deadline)
                 .await?;
-            let mut counts = vec![0; counters.len()];
-            scatter(&mut counts, group, &reservation.counts)?;
+            let mut counts = vec![0; reply::answered(counters)];
+            scatter(&mut counts, group, &reservation.counts, true)?;
             return Ok(Reservation {
                 applied: reservation.applied,
                 counts,
@@ -58,10 +61,10 @@ impl RedisClusterStore {
         // its wait, and the task still gives back what the slots took.
         let store = self.clone();
         let counters = counters.to_vec();
-        let task =
-            tokio::spawn(
-                async move { store.reserve_slots(&counters, &groups, id, deadline).await },
-            );
+        let task = tokio::spawn(async move {
+            let call = (counters.as_slice(), read.as_slice());
+            store.reserve_slots(call, &groups, id, deadline).await
+        });
         task.await.unwrap_or_else(|_| {
             Err(StoreError::Backend(
                 "a cross-slot reservation task ended early".into(),
@@ -69,20 +72,22 @@ impl RedisClusterStore {
         })
     }
 
+    /// The reservation `id` of `counters`, with their priors from `read`,
+    /// on each of `groups` at once, given back where applied when any
+    /// refused.
     async fn reserve_slots(
         &self,
-        counters: &[Counter],
+        (counters, read): (&[Counter], &[Option<u64>]),
         groups: &[Group],
         id: CheckId,
         deadline: Deadline,
     ) -> Result<Reservation, StoreError> {
-        let replies = join_all(
-            groups
-                .iter()
-                .map(|group| self.cluster.reserve_group(counters, group, id, deadline)),
-        )
+        let replies = join_all(groups.iter().map(|group| {
+            self.cluster
+                .reserve_group((counters, read), group, id, deadline)
+        }))
         .await;
-        let mut counts = vec![0; counters.len()];
+        let mut counts = vec![0; reply::answered(counters)];
         let mut taken = Vec::new();
         let mut refused = false;
         let mut failure = None;
@@ -94,7 +99,7 @@ impl RedisClusterStore {
                     } else {
                         refused = true;
                     }
-                    if let Err(err) = scatter(&mut counts, group, &reservation.counts) {
+                    if let Err(err) = scatter(&mut counts, group, &reservation.counts, true) {
                         failure.get_or_insert(err);
                     }
                 }
@@ -144,7 +149,7 @@ impl RedisClusterStore {
         }))
         .await;
         for (&(group, _), reply) in taken.iter().zip(replies) {
-            if let Err(err) = reply.and_then(|after| scatter(counts, group, &after)) {
+            if let Err(err) = reply.and_then(|after| scatter(counts, group, &after, false)) {
                 tracing::warn!(
                     slot = ?group.slot,
                     counters = group.members.len(),

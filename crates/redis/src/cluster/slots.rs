@@ -14,6 +14,11 @@ pub(crate) struct Group {
     pub(crate) slot: Slot,
     /// Their positions in the caller's batch, in order.
     pub(crate) members: Vec<usize>,
+    /// For a count's or a reservation's counters, the positions of their
+    /// priors' counts in the caller's reply (after every counter's count,
+    /// in counter order), one per member with a prior, in order; empty
+    /// otherwise.
+    pub(crate) priors: Vec<usize>,
 }
 
 /// `keys` grouped by slot, groups in the order of their first key. A
@@ -27,6 +32,7 @@ pub(crate) fn group<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<Group> {
             None => groups.push(Group {
                 slot,
                 members: vec![i],
+                priors: Vec::new(),
             }),
         }
     }
@@ -75,16 +81,24 @@ pub(crate) fn find_tags() {
 }
 
 /// Writes one group's `counts` (in the group's order) into `out` at the
-/// group's positions; a reply of another length is an invalid reply.
-pub(crate) fn scatter(out: &mut [u64], group: &Group, counts: &[u64]) -> Result<(), StoreError> {
-    if counts.len() != group.members.len() {
+/// group's positions: its members' counts, then, for a count's or a
+/// reservation's reply (`priors`), its members' priors' counts; a reply of
+/// another length is an invalid reply.
+pub(crate) fn scatter(
+    out: &mut [u64],
+    group: &Group,
+    counts: &[u64],
+    priors: bool,
+) -> Result<(), StoreError> {
+    let places: &[usize] = if priors { &group.priors } else { &[] };
+    let expected = group.members.len() + places.len();
+    if counts.len() != expected {
         return Err(StoreError::InvalidReply(format!(
-            "{} counts for {} counters",
+            "{} counts where {expected} were expected",
             counts.len(),
-            group.members.len()
         )));
     }
-    for (&i, &count) in group.members.iter().zip(counts) {
+    for (&i, &count) in group.members.iter().chain(places).zip(counts) {
         if let Some(slot) = out.get_mut(i) {
             *slot = count;
         }
@@ -125,14 +139,33 @@ mod tests {
     }
 
     #[test]
+    fn priors_counts_go_after_every_counters_count_and_only_in_a_reply_with_them() {
+        let mut groups = group(["foo", "bar", "foo:{foo}"].into_iter());
+        // `foo` and `bar` have priors: their counts go to 3 and 4.
+        groups[0].priors = vec![3];
+        groups[1].priors = vec![4];
+        let mut out = vec![0; 5];
+        scatter(&mut out, &groups[0], &[7, 9, 70], true).unwrap_or_else(|e| panic!("{e}"));
+        scatter(&mut out, &groups[1], &[8, 80], true).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out, [7, 8, 9, 70, 80]);
+        // A refund's reply: counts only.
+        scatter(&mut out, &groups[1], &[1], false).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out, [7, 1, 9, 70, 80]);
+        for (counts, priors) in [(&[1][..], true), (&[1, 2][..], false)] {
+            let wrong = scatter(&mut out, &groups[1], counts, priors);
+            assert_eq!(wrong.map_err(|e| e.kind()), Err("invalid-reply"));
+        }
+    }
+
+    #[test]
     fn counts_go_back_to_their_positions() {
         let groups = group(["foo", "bar", "foo:{foo}", "{bar}x"].into_iter());
         let mut out = vec![0; 4];
         for (group, counts) in groups.iter().zip([[7, 9], [8, 10]]) {
-            scatter(&mut out, group, &counts).unwrap_or_else(|e| panic!("{e}"));
+            scatter(&mut out, group, &counts, false).unwrap_or_else(|e| panic!("{e}"));
         }
         assert_eq!(out, [7, 8, 9, 10]);
-        let short = scatter(&mut out, &groups[0], &[1]);
+        let short = scatter(&mut out, &groups[0], &[1], false);
         assert_eq!(short.map_err(|e| e.kind()), Err("invalid-reply"));
     }
 }

@@ -125,7 +125,7 @@ fn mget(keys: &[&str]) -> Cmd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::{Counters, Part};
+    use crate::call::{Counters, Part, Priors};
     use crate::scripts::SCRIPTS;
 
     fn args(cmd: &Cmd) -> Vec<Vec<u8>> {
@@ -146,6 +146,8 @@ mod tests {
             cost: 42,
             max: 50,
             floor: 0,
+            prior: None,
+            lease: false,
         }];
         let record = crate::record::Record {
             key: "r".into(),
@@ -157,6 +159,7 @@ mod tests {
             counters: counters.iter(),
             record: &record,
             cutoff: 7,
+            priors: Priors::Keyed,
         }];
         let mut cmd = evalsha(script, crate::call::size(&parts));
         crate::call::write(&mut cmd, &parts);

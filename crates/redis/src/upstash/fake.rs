@@ -61,6 +61,8 @@ fn counter(key: &str, cost: u64, max: u64) -> Counter {
         cost,
         max,
         floor: 0,
+        prior: None,
+        lease: false,
     }
 }
 
@@ -102,6 +104,52 @@ async fn a_count_is_one_evalsha_with_the_deadline_first() {
             "60000:1"
         ])
     );
+}
+
+#[tokio::test]
+async fn a_prior_is_read_by_the_script_its_key_after_the_counters_and_answered_after_them() {
+    let (store, fake) = store(&[
+        (200, r#"{"result":[[1,3,1,12]]}"#),
+        (200, r#"{"result":[[3,1]]}"#),
+    ]);
+    let deadline = deadline();
+    let id = CheckId::from_u128(7);
+    let weighed = Counter {
+        prior: Some(tollgate_core::Prior {
+            key: "a0".into(),
+            part: 20,
+            whole: 60,
+        }),
+        ..counter("a", 2, 9)
+    };
+    let counters = [weighed, counter("b", 1, 9)];
+    let reserved = store.reserve(&counters, id, deadline).await.unwrap();
+    assert_eq!((reserved.applied, reserved.counts), (true, vec![3, 1, 12]));
+    let sent = requests(&fake);
+    let hash = format!("limit:#2080.{}", deadline.unix_millis() / 100);
+    assert_eq!(
+        sent[0].as_array().unwrap()[2..],
+        json!([
+            "4",
+            "a",
+            "b",
+            "a0",
+            hash,
+            "1",
+            "4260",
+            "1",
+            id.to_string(),
+            "r2.1",
+            deadline.cutoff_unix_millis().to_string(),
+            "60000:2:9~20/60",
+            "60000:1:9"
+        ])
+        .as_array()
+        .unwrap()[..]
+    );
+    // A reply without the prior's count is no reply.
+    let err = store.count(&counters, id, deadline).await.unwrap_err();
+    assert_eq!(err.kind(), "invalid-reply");
 }
 
 #[tokio::test]

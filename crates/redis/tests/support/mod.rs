@@ -117,6 +117,8 @@ pub fn counter(name: &str, cost: u64, max: u64) -> Counter {
         cost,
         max,
         floor: 0,
+        prior: None,
+        lease: false,
     }
 }
 
