@@ -132,6 +132,10 @@ impl Drop for Held {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                rule = self.rule.name(),
+                "a lease dropped outside a tokio runtime is not released; it ends at its expiry"
+            );
             return;
         };
         let held = Held {

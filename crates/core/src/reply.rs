@@ -40,22 +40,16 @@ pub(crate) fn tail(
         not_past_max_count(count)?;
     }
     let (read, pairs) = rest.split_at(priors);
-    let lifetimes = counters.iter().filter(|c| c.lease).map(|c| c.ttl);
+    // Another instance's rule may give longer leases than this one's:
+    // a set's first lease ends within the longest window.
+    let most = crate::Window::MAX_SECS.saturating_mul(1_000);
     let leases = pairs
         .chunks_exact(2)
-        .zip(lifetimes)
-        .map(|(pair, ttl)| {
-            let (first_ends, reclaimed) = (pair[0], pair[1]);
-            // Another instance's rule may give longer leases: bounded by
-            // the longest window, not this one's lifetime.
-            let most = crate::Window::MAX_SECS.saturating_mul(1_000);
-            let _ = ttl;
-            if first_ends > most {
-                return Err(StoreError::InvalidReply(format!(
-                    "a lease ends in {first_ends} ms"
-                )));
-            }
-            Ok((first_ends, reclaimed))
+        .map(|pair| match *pair {
+            [first_ends, reclaimed] if first_ends <= most => Ok((first_ends, reclaimed)),
+            _ => Err(StoreError::InvalidReply(
+                "a lease ends past the longest window".into(),
+            )),
         })
         .collect::<Result<Vec<_>, _>>()?;
     reply.counts = counts;

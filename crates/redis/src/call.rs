@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use tollgate_core::{Counter, MARK_DONE, Prior};
+use tollgate_core::{Counter, MARK_DONE, Prior, StoreError};
 
 use crate::record::{Record, millis};
 
@@ -336,6 +336,19 @@ impl Single<'_> {
     }
 }
 
+/// An error when `counters` hold a set of leases ([`Counter::lease`]),
+/// which these stores do not keep yet: refused before anything is sent,
+/// never counted as a plain counter.
+pub(crate) fn no_leases(counters: &[Counter]) -> Result<(), StoreError> {
+    if counters.iter().any(|c| c.lease) {
+        return Err(StoreError::Backend(
+            "tollgate-redis keeps no leases (a concurrency rule needs the memory, SQLite or Postgres store)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// A call written as text, for tests: `k:` for keys, `n:` for numbers,
 /// `t:` for text.
 #[cfg(test)]
@@ -358,6 +371,21 @@ impl Call for Written {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_set_of_leases_is_refused_before_anything_is_sent() {
+        let plain = counter("k", 1_000, 1, 5);
+        assert!(no_leases(std::slice::from_ref(&plain)).is_ok());
+        let lease = Counter {
+            lease: true,
+            ..counter("l", 1_000, 1, 2)
+        };
+        let err = no_leases(&[plain, lease]).err();
+        assert!(
+            matches!(&err, Some(StoreError::Backend(e)) if e.to_string().contains("no leases")),
+            "{err:?}"
+        );
+    }
 
     fn counter(key: &str, ttl_ms: u64, cost: u64, max: u64) -> Counter {
         Counter {

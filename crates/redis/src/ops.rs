@@ -169,6 +169,7 @@ macro_rules! endpoint_store {
                 if counters.is_empty() {
                     return Ok(Vec::new());
                 }
+                $crate::call::no_leases(counters)?;
                 let record = $crate::record::Record::new(id, deadline);
                 let op = $crate::call::Counters::Count;
                 let reply = self.$batch.call(op, counters, record, deadline).await?;
@@ -187,6 +188,7 @@ macro_rules! endpoint_store {
                         counts: Vec::new(),
                     });
                 }
+                $crate::call::no_leases(counters)?;
                 let record = $crate::record::Record::new(id, deadline);
                 let op = $crate::call::Counters::Reserve;
                 let reply = self.$batch.call(op, counters, record, deadline).await?;

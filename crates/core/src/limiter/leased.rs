@@ -1,7 +1,7 @@
 //! The leases of a check: what the store said of each set, and the
 //! [`Lease`] handles of an allowed check.
 
-use crate::observe::{self, LeaseEvent};
+use crate::observe::{self, LeaseEvent, Op};
 use crate::reply::Tail;
 use crate::{Algorithm, CheckId, Counter, Lease, Limiter, Usage};
 
@@ -51,4 +51,31 @@ pub(super) fn handles(
         }
     }
     held
+}
+
+/// Ends, in the background, the leases `id` may have taken at `leases`'
+/// keys in a check that failed (the store may have applied it and lost its
+/// answer): no handle holds them, and each would otherwise stay held until
+/// its expiry. A lease the check never took ends as nothing.
+pub(super) fn end_unheld(limiter: &Limiter, leases: Vec<(String, bool)>, id: CheckId) {
+    if leases.is_empty() {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let limiter = limiter.clone();
+    runtime.spawn(async move {
+        for (key, _) in leases {
+            let ended = limiter
+                .attempts()
+                .run(Op::EndLease, |deadline| {
+                    limiter.store().end_lease(&key, id, deadline)
+                })
+                .await;
+            if let Err(err) = ended {
+                tracing::warn!(error = %err, "a failed check's lease was not ended; it ends at its expiry");
+            }
+        }
+    });
 }

@@ -246,7 +246,12 @@ impl Limiter {
                 self.report(&verdict, false);
                 Ok(verdict)
             }
-            Err(err) => self.failed(limits, policy, err),
+            Err(err) => {
+                // The store may have taken the leases before its answer was
+                // lost: nobody holds a handle to them, so end them now.
+                leased::end_unheld(self, leases, id);
+                self.failed(limits, policy, err)
+            }
         }
     }
 

@@ -288,6 +288,7 @@ impl CounterStore for RedisClusterStore {
         if counters.is_empty() {
             return Ok(Vec::new());
         }
+        crate::call::no_leases(counters)?;
         let groups = Cluster::groups(counters);
         let read = self.cluster.read_priors(counters, deadline).await?;
         per_slot(&groups, reply::answered(counters), true, |group| {
@@ -313,6 +314,7 @@ impl CounterStore for RedisClusterStore {
                 counts: Vec::new(),
             });
         }
+        crate::call::no_leases(counters)?;
         self.reserve_across(counters, id, deadline).await
     }
 
