@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use tollgate_core::{Counter, MARK_DONE, Prior, StoreError};
+use tollgate_core::{Counter, MARK_DONE, Prior};
 
 use crate::record::{Record, millis};
 
@@ -48,7 +48,8 @@ impl std::ops::Add for Size {
 /// each followed by `@floor` for a counter with a floor (none for a floor
 /// of 0: the same bytes as before floors), then, for a count or a
 /// reservation, `~part/whole[=count]` for a counter with a prior (none
-/// without: the same bytes as before priors).
+/// without: the same bytes as before priors), and `#id` for a set of
+/// leases (the call's id, its lease's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Counters {
     /// `c`, count: `lifetime:cost` per counter (lifetime in ms).
@@ -149,9 +150,10 @@ where
     };
     for part in parts {
         let (n, text) = (part.counters.clone()).fold((0, 0), |(n, t), c| {
-            // About 17 more for a floor (a time in µs).
+            // About 17 more for a floor (a time in µs), 33 for a lease id.
             let floor = if c.floor > 0 { 17 } else { 0 };
-            (n + 1, t + c.key.len() + floor)
+            let lease = if c.lease { 33 } else { 0 };
+            (n + 1, t + c.key.len() + floor + lease)
         });
         let id = usize::from(part.record.is_kept());
         size.keys += n;
@@ -243,6 +245,9 @@ where
                     let _ = write!(text, "={count}");
                 }
             }
+            if counter.lease {
+                let _ = write!(text, "#{}", part.record.id);
+            }
             call.text(&text);
         }
     }
@@ -285,24 +290,39 @@ pub(crate) enum Single<'a> {
         /// The caller's token.
         token: &'a str,
     },
+    /// [`END_LEASE`](crate::scripts::END_LEASE): the lease's id.
+    EndLease {
+        /// The lease's id (32 hex digits).
+        id: &'a str,
+    },
+    /// [`RENEW_LEASE`](crate::scripts::RENEW_LEASE): the lease's id and its new lifetime.
+    RenewLease {
+        /// The lease's id (32 hex digits).
+        id: &'a str,
+        /// How long the lease lasts from now.
+        lifetime: Duration,
+    },
+    /// [`LEASES`](crate::scripts::LEASES): nothing more.
+    Leases,
 }
 
 impl Single<'_> {
     /// The arguments after the deadline.
     pub(crate) fn args(&self) -> usize {
         match self {
-            Single::Delete => 0,
-            Single::Claim { .. } => 2,
+            Single::Delete | Single::Leases => 0,
+            Single::Claim { .. } | Single::RenewLease { .. } => 2,
             Single::Finish { .. } => 3,
-            Single::Release { .. } => 1,
+            Single::Release { .. } | Single::EndLease { .. } => 1,
         }
     }
 
     /// The bytes of the text arguments, for sizing a buffer.
     pub(crate) fn text_bytes(&self) -> usize {
         match self {
-            Single::Delete => 0,
+            Single::Delete | Single::Leases => 0,
             Single::Claim { token, .. } | Single::Release { token } => token.len(),
+            Single::EndLease { id } | Single::RenewLease { id, .. } => id.len(),
             Single::Finish { token, .. } => token.len() + MARK_DONE.len(),
         }
     }
@@ -321,7 +341,7 @@ impl Single<'_> {
         call.key(key);
         call.number(cutoff);
         match *self {
-            Single::Delete => {}
+            Single::Delete | Single::Leases => {}
             Single::Claim { token, ttl } => {
                 call.text(token);
                 call.number(millis(ttl));
@@ -331,22 +351,13 @@ impl Single<'_> {
                 call.number(millis(ttl));
                 call.text(MARK_DONE);
             }
-            Single::Release { token } => call.text(token),
+            Single::Release { token } | Single::EndLease { id: token } => call.text(token),
+            Single::RenewLease { id, lifetime } => {
+                call.text(id);
+                call.number(millis(lifetime));
+            }
         }
     }
-}
-
-/// An error when `counters` hold a set of leases ([`Counter::lease`]),
-/// which these stores do not keep yet: refused before anything is sent,
-/// never counted as a plain counter.
-pub(crate) fn no_leases(counters: &[Counter]) -> Result<(), StoreError> {
-    if counters.iter().any(|c| c.lease) {
-        return Err(StoreError::Backend(
-            "tollgate-redis keeps no leases (a concurrency rule needs the memory, SQLite or Postgres store)"
-                .into(),
-        ));
-    }
-    Ok(())
 }
 
 /// A call written as text, for tests: `k:` for keys, `n:` for numbers,
@@ -373,18 +384,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_set_of_leases_is_refused_before_anything_is_sent() {
-        let plain = counter("k", 1_000, 1, 5);
-        assert!(no_leases(std::slice::from_ref(&plain)).is_ok());
+    fn a_set_of_leases_takes_the_calls_id_after_a_hash_sign() {
         let lease = Counter {
             lease: true,
-            ..counter("l", 1_000, 1, 2)
+            ..counter("l", 2_000, 1, 5)
         };
-        let err = no_leases(&[plain, lease]).err();
-        assert!(
-            matches!(&err, Some(StoreError::Backend(e)) if e.to_string().contains("no leases")),
-            "{err:?}"
-        );
+        let counters = [counter("k", 1_000, 1, 5), lease];
+        let record = Record {
+            key: "h".into(),
+            id: format!("{:032x}", 0xabu8),
+            lifetime_ms: 720,
+        };
+        let written = |op: Counters| {
+            let mut call = Written::default();
+            let parts = [Part {
+                op,
+                counters: counters.iter(),
+                record: &record,
+                cutoff: 99,
+                priors: Priors::Keyed,
+            }];
+            write(&mut call, &parts);
+            call.0.join(" ")
+        };
+        let id = &record.id;
+        assert!(written(Counters::Reserve).ends_with(&format!("t:1000:1:5 t:2000:1:5#{id}")));
+        assert!(written(Counters::Count).ends_with(&format!("t:1000:1 t:2000:1#{id}")));
+        assert!(written(Counters::GiveBack).ends_with(&format!("t:1 t:1#{id}")));
     }
 
     fn counter(key: &str, ttl_ms: u64, cost: u64, max: u64) -> Counter {
@@ -450,7 +476,7 @@ mod tests {
             ..counter("a", 60_000, 3, 3_000_000)
         };
         let counters = [floored, counter("b", 1_000, 3, 20)];
-        let record = Record::none();
+        let record = Record::none(tollgate_core::CheckId::from_u128(7));
         let written = |op: Counters| {
             let mut call = Written::default();
             let parts = [Part {

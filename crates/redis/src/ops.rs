@@ -7,9 +7,11 @@
 #[cfg(feature = "tcp")]
 use std::time::Instant;
 
+use std::time::Duration;
 #[cfg(feature = "tcp")]
 use tollgate_core::{Counter, Reservation};
-use tollgate_core::{Deadline, StoreError};
+
+use tollgate_core::{CheckId, Deadline, Leases, StoreError};
 
 use crate::call::Single;
 #[cfg(feature = "tcp")]
@@ -144,6 +146,42 @@ pub(crate) async fn delete<T: Transport>(
     on_key(transport, call, reply::deleted, route, deadline).await
 }
 
+/// [`END_LEASE`](crate::scripts::END_LEASE): whether the lease was held.
+pub(crate) async fn end_lease<T: Transport>(
+    transport: &T,
+    (key, id): (&str, CheckId),
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<bool, StoreError> {
+    let id = id.to_string();
+    let call = (&SCRIPTS.end_lease, Single::EndLease { id: &id }, key);
+    on_key(transport, call, reply::flag, route, deadline).await
+}
+
+/// [`RENEW_LEASE`](crate::scripts::RENEW_LEASE): whether the lease was held.
+pub(crate) async fn renew_lease<T: Transport>(
+    transport: &T,
+    (key, id, lifetime): (&str, CheckId, Duration),
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<bool, StoreError> {
+    let id = id.to_string();
+    let layout = Single::RenewLease { id: &id, lifetime };
+    let call = (&SCRIPTS.renew_lease, layout, key);
+    on_key(transport, call, reply::flag, route, deadline).await
+}
+
+/// [`LEASES`](crate::scripts::LEASES): the leases held in the set.
+pub(crate) async fn leases<T: Transport>(
+    transport: &T,
+    key: &str,
+    route: &mut T::Route,
+    deadline: Deadline,
+) -> Result<Leases, StoreError> {
+    let call = (&SCRIPTS.leases, Single::Leases, key);
+    on_key(transport, call, reply::leases, route, deadline).await
+}
+
 /// Implements `Named`, `CounterStore` and `MarkStore` for `$store`, a store reaching
 /// one endpoint through the transport `self.$transport` (whose route is
 /// `()`), named `$name` in logs and metrics: every operation is one call of
@@ -169,7 +207,6 @@ macro_rules! endpoint_store {
                 if counters.is_empty() {
                     return Ok(Vec::new());
                 }
-                $crate::call::no_leases(counters)?;
                 let record = $crate::record::Record::new(id, deadline);
                 let op = $crate::call::Counters::Count;
                 let reply = self.$batch.call(op, counters, record, deadline).await?;
@@ -188,7 +225,6 @@ macro_rules! endpoint_store {
                         counts: Vec::new(),
                     });
                 }
-                $crate::call::no_leases(counters)?;
                 let record = $crate::record::Record::new(id, deadline);
                 let op = $crate::call::Counters::Reserve;
                 let reply = self.$batch.call(op, counters, record, deadline).await?;
@@ -228,6 +264,34 @@ macro_rules! endpoint_store {
                 deadline: tollgate_core::Deadline,
             ) -> Result<bool, tollgate_core::StoreError> {
                 $crate::ops::delete(&*self.$transport, key, &mut (), deadline).await
+            }
+
+            async fn end_lease(
+                &self,
+                key: &str,
+                id: tollgate_core::CheckId,
+                deadline: tollgate_core::Deadline,
+            ) -> Result<bool, tollgate_core::StoreError> {
+                $crate::ops::end_lease(&*self.$transport, (key, id), &mut (), deadline).await
+            }
+
+            async fn renew_lease(
+                &self,
+                key: &str,
+                id: tollgate_core::CheckId,
+                lifetime: std::time::Duration,
+                deadline: tollgate_core::Deadline,
+            ) -> Result<bool, tollgate_core::StoreError> {
+                let call = (key, id, lifetime);
+                $crate::ops::renew_lease(&*self.$transport, call, &mut (), deadline).await
+            }
+
+            async fn leases(
+                &self,
+                key: &str,
+                deadline: tollgate_core::Deadline,
+            ) -> Result<tollgate_core::Leases, tollgate_core::StoreError> {
+                $crate::ops::leases(&*self.$transport, key, &mut (), deadline).await
             }
         }
 

@@ -43,13 +43,14 @@ impl Record {
         Record::in_hash(String::new(), id, deadline)
     }
 
-    /// No record: the call is applied without one, and a retry of it is
-    /// applied again (sent while its slot migrates on Redis Cluster).
+    /// No record of the call `id`: it is applied without one, and a retry
+    /// of it is applied again (sent while its slot migrates on Redis
+    /// Cluster). The id stays: a lease the call takes is its.
     #[cfg(feature = "tcp")]
-    pub(crate) fn none() -> Record {
+    pub(crate) fn none(id: CheckId) -> Record {
         Record {
             key: String::new(),
-            id: String::new(),
+            id: id.to_string(),
             lifetime_ms: 0,
         }
     }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tollgate_core::{Claim, Counter, MAX_COUNT, Reservation, StoreError};
+use tollgate_core::{Claim, Counter, Leases, MAX_COUNT, Reservation, StoreError};
 
 use crate::failure;
 
@@ -115,13 +115,14 @@ pub(crate) fn calls(reply: Reply, n: usize) -> Result<Vec<Reply>, StoreError> {
     array(reply, n, "replies")
 }
 
-/// How many counts a count or a reservation of `counters` answers: one per
-/// counter, then one per counter with a [`prior`](Counter::prior) (its
-/// count), in counter order. A refund or give-back answers one per counter.
+/// How many numbers a count or a reservation of `counters` answers: one
+/// per counter, then one per counter with a [`prior`](Counter::prior) (its
+/// count), then two per [`lease`](Counter::lease) counter, in counter
+/// order. A refund or give-back answers one per counter.
 pub(crate) fn answered<'a>(counters: impl IntoIterator<Item = &'a Counter>) -> usize {
-    counters
-        .into_iter()
-        .fold(0, |n, c| n + 1 + usize::from(c.prior.is_some()))
+    counters.into_iter().fold(0, |n, c| {
+        n + 1 + usize::from(c.prior.is_some()) + 2 * usize::from(c.lease)
+    })
 }
 
 /// The reply to one count, refund or give-back call: `n` counts (a
@@ -189,6 +190,15 @@ pub(crate) fn claim(reply: &Reply) -> Result<Claim, StoreError> {
         Claim::Acquired
     } else {
         Claim::Held
+    })
+}
+
+/// The reply of the leases script: `{held, ms until the first ends}`.
+pub(crate) fn leases(reply: &Reply) -> Result<Leases, StoreError> {
+    let items = array(reply.clone(), 2, "numbers")?;
+    Ok(Leases {
+        held: count(&items[0])?,
+        first_ends: Duration::from_millis(count(&items[1])?),
     })
 }
 

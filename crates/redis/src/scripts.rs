@@ -94,6 +94,21 @@ macro_rules! write_script {
 /// counter that does, and a prior on a refund or give-back is a malformed
 /// call.
 ///
+/// `#id` (32 hex digits; after `lifetime:1`, `lifetime:1:max` or `1`,
+/// with neither floor nor prior) makes a counter a set of leases
+/// (`Counter::lease`): a sorted set of lease ids, each scored by when it
+/// ends (ms on the server's clock). Every op removes the set's expired
+/// leases (`ZREMRANGEBYSCORE` up to now, after every other counter of the
+/// call is read) and counts the rest (`ZCARD`); a count, or a reservation
+/// that fits (held + 1 within the max), adds the lease `id` ending
+/// `lifetime` from now (`ZADD NX`: a lease held already stays as it is)
+/// and gives the set a lifetime to its last lease's end (`PEXPIREAT`); a
+/// refund leaves the set as it is; a give-back of an applied reservation
+/// removes the lease (`ZREM`). A count's and a reservation's reply ends,
+/// after its priors' counts, with two numbers per lease counter, in
+/// counter order: the ms until its first lease ends (0: none), and how
+/// many expired leases the call removed.
+///
 /// A batch repeats few heads and counter arguments (a rule's counters
 /// share one), and the script converts each distinct one once: text to
 /// number conversions (`strtod`, twice per `tonumber`) were a fifth of a
@@ -170,6 +185,8 @@ macro_rules! write_script {
 /// `KEEPTTL`). A refund of a floored counter that holds 0 looks whether it
 /// exists (`EXISTS`): an absent one stays absent.
 ///
+/// A call with a lease counter takes the exact path, as one with a floor.
+///
 /// A count or reservation with a prior first reads its keyed priors (one
 /// `GET` each, validated as a counter is). A count then takes the common
 /// path (a prior changes nothing it writes; the exact one with a floored
@@ -226,7 +243,16 @@ local function counter_of(arg)
   local counter = counters[arg]
   if counter == nil and arg then
     counter = parse(arg)
-    if not counter then
+    local leased, id = match(arg, '^([%d:]+)#(%x+)$')
+    if leased then
+      -- A lease counter's: 32 hex digits of id, a cost of 1.
+      counter = #id == 32 and parse(leased)
+      if counter and counter.cost == 1 then
+        counter.parts, counter.lease = counter.parts + 10, id
+      else
+        counter = false
+      end
+    elseif not counter then
       -- Whether digits without a leading zero are at most 2^53.
       local function within(digits)
         return #digits < 16 or (#digits == 16 and digits <= '9007199254740992')
@@ -279,30 +305,86 @@ local function counter_of(arg)
   return counter
 end
 
--- Reads counters k+1..k+n: their counts, or nil and an error reply.
-local function read(k, n)
-  local counts = {}
+-- Reads counters k+1..k+n (with their arguments from ARGV[a + 1] when
+-- `a` is given): their counts, then, when any is a lease counter, how many
+-- expired leases were removed from each (`gone[i]`); or nil and an error
+-- reply. A lease counter's set loses its expired leases (those ending at
+-- or before now), after every other counter is read, and counts its
+-- leases.
+local function read(k, n, a)
+  local counts, gone = {}, nil
   for i = 1, n do
-    local value = pcall('GET', KEYS[k + i])
-    if type(value) == 'table' then
-      return nil, value
-    elseif not value or value == '0' then
-      counts[i] = 0
-    elseif #value > 16 or not string.find(value, '^[1-9]%d*$') then
-      return nil, redis.error_reply('ERR counter is not an integer')
+    if a and counters[ARGV[a + i]].lease then
+      gone = gone or {}
+      gone[i] = 0
     else
-      if #value == 16 then
-        -- Compared in two exact parts: 15 digits, then the last one ('2' is 50).
-        local head = tonumber(string.sub(value, 1, 15))
-        if head > 900719925474099
-            or (head == 900719925474099 and string.byte(value, 16) > 50) then
-          return nil, redis.error_reply('ERR counter is over 2^53')
+      local value = pcall('GET', KEYS[k + i])
+      if type(value) == 'table' then
+        return nil, value
+      elseif not value or value == '0' then
+        counts[i] = 0
+      elseif #value > 16 or not string.find(value, '^[1-9]%d*$') then
+        return nil, redis.error_reply('ERR counter is not an integer')
+      else
+        if #value == 16 then
+          -- Compared in two exact parts: 15 digits, then the last one ('2' is 50).
+          local head = tonumber(string.sub(value, 1, 15))
+          if head > 900719925474099
+              or (head == 900719925474099 and string.byte(value, 16) > 50) then
+            return nil, redis.error_reply('ERR counter is over 2^53')
+          end
         end
+        counts[i] = tonumber(value)
       end
-      counts[i] = tonumber(value)
     end
   end
-  return counts
+  if gone then
+    local stamp = format('%.0f', now)
+    for i = 1, n do
+      if gone[i] then
+        local removed = pcall('ZREMRANGEBYSCORE', KEYS[k + i], '-inf', stamp)
+        if type(removed) == 'table' then
+          return nil, removed
+        end
+        gone[i], counts[i] = removed, call('ZCARD', KEYS[k + i])
+      end
+    end
+  end
+  return counts, gone
+end
+
+-- Gives the set of leases at `key` a lifetime to its last lease's end.
+local function outlive(key)
+  local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then
+    call('PEXPIREAT', key, last[2])
+  end
+end
+
+-- Adds the lease `counter.lease` to the set at `key`, which held `held`,
+-- ending its lifetime from now (one held already stays as it is): the
+-- leases held after.
+local function take(key, counter, held)
+  local ends = format('%.0f', now + tonumber(counter.life))
+  if call('ZADD', key, 'NX', ends, counter.lease) == 0 then
+    return held
+  end
+  outlive(key)
+  return held + 1
+end
+
+-- Appends to `reply`, per lease counter of a call (its keys from k + 1,
+-- arguments from ARGV[a + 1]; `gone` as `read` gives it), in order: the
+-- ms until its first lease ends (0: none), and how many expired leases
+-- the call removed from it.
+local function lease_tail(reply, k, a, n, gone)
+  for i = 1, n do
+    if gone[i] then
+      local first = call('ZRANGE', KEYS[k + i], 0, 0, 'WITHSCORES')
+      reply[#reply + 1] = first[2] and tonumber(first[2]) - now or 0
+      reply[#reply + 1] = gone[i]
+    end
+  end
 end
 
 -- Takes back the first m increments of a call (its counters' arguments
@@ -348,17 +430,21 @@ end
 -- fast path took back): each count raised to its floor, plus the cost,
 -- saturating at 2^53.
 local function count_exact(k, a, n)
-  local counts, err = read(k, n)
+  local counts, gone = read(k, n, a)
   if not counts then
-    return err
+    return gone
   end
   for i = 1, n do
     local counter = counters[ARGV[a + i]]
     local before = counts[i]
-    counts[i] = math.min(math.max(before, counter.floor) + counter.cost, LIMIT)
-    put(k, i, counter, before, counts[i])
+    if counter.lease then
+      counts[i] = take(KEYS[k + i], counter, before)
+    else
+      counts[i] = math.min(math.max(before, counter.floor) + counter.cost, LIMIT)
+      put(k, i, counter, before, counts[i])
+    end
   end
-  return counts
+  return counts, gone
 end
 
 -- A reservation on the exact path (a call with a floored counter or a
@@ -366,9 +452,9 @@ end
 -- fits its cost within its max (less `weighed[i]`, its prior's weighed
 -- count, never below 0), or none is written.
 local function reserve_exact(k, a, n, weighed)
-  local counts, err = read(k, n)
+  local counts, gone = read(k, n, a)
   if not counts then
-    return err
+    return gone
   end
   local fits = 1
   for i = 1, n do
@@ -387,12 +473,16 @@ local function reserve_exact(k, a, n, weighed)
     if fits == 1 then
       local each = counters[ARGV[a + i]]
       local before = counts[i]
-      counts[i] = math.max(before, each.floor) + each.cost
-      put(k, i, each, before, counts[i])
+      if each.lease then
+        counts[i] = take(KEYS[k + i], each, before)
+      else
+        counts[i] = math.max(before, each.floor) + each.cost
+        put(k, i, each, before, counts[i])
+      end
     end
     reply[i + 1] = counts[i]
   end
-  return reply
+  return reply, gone
 end
 
 local function count(k, a, n)
@@ -434,15 +524,15 @@ local function reserve(k, a, n)
 end
 
 local function refund(k, a, n)
-  local counts, err = read(k, n)
+  local counts, err = read(k, n, a)
   if not counts then
     return err
   end
   for i = 1, n do
     local counter = counters[ARGV[a + i]]
-    -- A floored counter holding 0 is raised to its floor; an absent one
-    -- stays absent.
-    if counts[i] > 0 or (counter.floor > 0 and call('EXISTS', KEYS[k + i]) == 1) then
+    -- A lease counter stays as it is (its count: its leases). A floored
+    -- counter holding 0 is raised to its floor; an absent one stays absent.
+    if not counter.lease and (counts[i] > 0 or (counter.floor > 0 and call('EXISTS', KEYS[k + i]) == 1)) then
       counts[i] = math.max(counts[i] - counter.cost, counter.floor)
       call('SET', KEYS[k + i], format('%.0f', counts[i]), 'KEEPTTL')
     end
@@ -454,13 +544,21 @@ end
 -- had none). A counter brought back to its floor or below (0 without
 -- one) holds no more than the reservation found or made of it: removed.
 local function give_back(k, a, n, applied)
-  local counts, err = read(k, n)
+  local counts, err = read(k, n, a)
   if not counts or not applied then
     return counts or err
   end
   for i = 1, n do
-    if counts[i] > 0 then
-      local counter = counters[ARGV[a + i]]
+    local counter = counters[ARGV[a + i]]
+    if counter.lease then
+      -- The reservation's lease, removed.
+      if call('ZREM', KEYS[k + i], counter.lease) == 1 then
+        counts[i] = counts[i] - 1
+        if counts[i] > 0 then
+          outlive(KEYS[k + i])
+        end
+      end
+    elseif counts[i] > 0 then
       counts[i] = counts[i] - counter.cost
       if counts[i] <= counter.floor then
         counts[i] = 0
@@ -474,8 +572,9 @@ local function give_back(k, a, n, applied)
 end
 
 -- Each op: what runs it, how many parts its counters' arguments have, and
--- what runs a call of it with a floored counter or a prior (`true`:
--- `special`, below; the ops whose counters may have priors).
+-- what runs a call of it with a floored counter, a prior or a lease
+-- counter (`true`: `special`, below; the ops whose counters may have
+-- priors).
 local ops = {
   c = {count, 2, true},
   r = {reserve, 3, true},
@@ -505,9 +604,9 @@ end
 -- Every call well formed before any is applied: its head, its cutoff, its
 -- counters' keys and arguments, its priors' keys, its id. (Each distinct
 -- head and argument is parsed once; a table read costs less than a
--- function call.) `specials[a]`: the call at ARGV[a] has a floored counter
--- or a prior, and this many keys of priors after its counters' (nil: no
--- call has either).
+-- function call.) `specials[a]`: the call at ARGV[a] has a floored
+-- counter, a prior or a lease counter, and this many keys of priors after
+-- its counters' (nil: no call has any).
 local first, k, used, specials = a, 0, {}, nil
 while a <= last do
   local head, cutoff = heads[ARGV[a]], cutoffs[ARGV[a + 1]]
@@ -558,13 +657,14 @@ for hash = 1, m do
 end
 
 -- A count or reservation (its op in its head, ARGV[a - 1]) with a floored
--- counter or a prior (`k`, `a`, `n` as for the other ops). Its priors are
--- read first (so that one holding something else than a count writes
--- nothing), from its keys after its counters' (0 when absent), or given.
--- A count then takes the fast path (a prior changes nothing it writes),
--- or the exact one with a floored counter; a reservation the exact path,
--- each counter within its max less its prior's weighed count. The reply,
--- then the priors' counts in counter order. Made only when a call needs
+-- counter, a prior or a lease counter (`k`, `a`, `n` as for the other
+-- ops). Its priors are read first (so that one holding something else
+-- than a count writes nothing), from its keys after its counters' (0 when
+-- absent), or given. A count then takes the fast path (a prior changes
+-- nothing it writes), or the exact one with a floored or lease counter; a
+-- reservation the exact path, each counter within its max less its
+-- prior's weighed count. The reply, then the priors' counts in counter
+-- order, then two numbers per lease counter (`lease_tail`). Made only when a call needs
 -- it: a function is made (a closure, its upvalues found) every time the
 -- script runs, which costs a call without floors and priors about 1,000
 -- instructions (callgrind, 0.7% of a count's whole `EVALSHA`).
@@ -589,7 +689,7 @@ if specials then
       if counter.prior then
         keyed = keyed + counter.prior.keyed
       end
-      floored = floored or counter.floor > 0
+      floored = floored or counter.floor > 0 or counter.lease ~= nil
     end
     local values, err = read(k + n, keyed)
     if not values then
@@ -608,17 +708,22 @@ if specials then
         weighed[i] = weigh(held, prior.part, prior.whole)
       end
     end
-    local reply, at
+    local reply, gone, at
     if heads[ARGV[a - 1]].code == 'r' then
-      reply, at = reserve_exact(k, a, n, weighed), n + 1
+      reply, gone = reserve_exact(k, a, n, weighed)
+      at = n + 1
     elseif floored then
-      reply, at = count_exact(k, a, n), n
+      reply, gone = count_exact(k, a, n)
+      at = n
     else
       reply, at = count(k, a, n), n
     end
     if not reply.err then
       for i = 1, #found do
         reply[at + i] = found[i]
+      end
+      if gone then
+        lease_tail(reply, k, a, n, gone)
       end
     end
     return reply
@@ -793,6 +898,79 @@ return 0
 "
 );
 
+/// What every lease script but [`LEASES`] starts with, after its deadline
+/// check: `now` (ms on the server's clock), `outlive(key)` (gives a set
+/// the lifetime to its last lease's end), and the removal of `KEYS[1]`'s
+/// expired leases.
+macro_rules! lease_prelude {
+    () => {
+        r"
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local function outlive(key)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then
+    redis.call('PEXPIREAT', key, last[2])
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
+"
+    };
+}
+
+/// Ends a lease: the store's `end_lease`.
+///
+/// `KEYS[1]`: the set of leases (a sorted set, as [`CHECK`] keeps it).
+/// `ARGV[1]`: the deadline (wall-clock ms), `ARGV[2]` the lease's id.
+/// Removes the set's expired leases, then the lease, and gives what is left
+/// the lifetime to its last lease's end. Returns 1 when the lease was held
+/// (unexpired), else 0, or `DEADLINE`.
+pub const END_LEASE: &str = write_script!(
+    lease_prelude!(),
+    r"
+local ended = redis.call('ZREM', KEYS[1], ARGV[2])
+if ended == 1 then
+  outlive(KEYS[1])
+end
+return ended
+"
+);
+
+/// Renews a lease: the store's `renew_lease`.
+///
+/// `KEYS[1]`: the set of leases. `ARGV[1]`: the deadline (wall-clock ms),
+/// `ARGV[2]` the lease's id, `ARGV[3]` its new lifetime (ms). Removes the
+/// set's expired leases; when the lease is still held, it now ends its
+/// lifetime from now and the set lives to its last lease's end. Returns 1
+/// when the lease was held, else 0 (an expired lease is not taken again),
+/// or `DEADLINE`.
+pub const RENEW_LEASE: &str = write_script!(
+    lease_prelude!(),
+    r"
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then
+  return 0
+end
+local ends = string.format('%.0f', now + tonumber(ARGV[3]))
+redis.call('ZADD', KEYS[1], 'XX', ends, ARGV[2])
+outlive(KEYS[1])
+return 1
+"
+);
+
+/// The leases of a set: the store's `leases`. A read: it writes nothing
+/// and has no deadline check.
+///
+/// `KEYS[1]`: the set of leases. `ARGV[1]`: the deadline (unused). Returns
+/// `{held, first}`: how many leases end after now, and the ms until the
+/// first of them ends (0: none).
+pub const LEASES: &str = r"
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local after = '(' .. string.format('%.0f', now)
+local held = redis.call('ZCOUNT', KEYS[1], after, '+inf')
+local first = redis.call('ZRANGEBYSCORE', KEYS[1], after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+return {held, first[2] and tonumber(first[2]) - now or 0}
+";
+
 /// One script: its code, and its SHA-1 (lowercase hex, as Redis names
 /// scripts), computed once.
 #[derive(Debug)]
@@ -818,6 +996,9 @@ pub(crate) struct Scripts {
     pub(crate) claim: Script,
     pub(crate) finish: Script,
     pub(crate) release: Script,
+    pub(crate) end_lease: Script,
+    pub(crate) renew_lease: Script,
+    pub(crate) leases: Script,
 }
 
 /// The scripts, hashed once per process.
@@ -827,6 +1008,9 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     claim: Script::new(CLAIM),
     finish: Script::new(FINISH),
     release: Script::new(RELEASE),
+    end_lease: Script::new(END_LEASE),
+    renew_lease: Script::new(RENEW_LEASE),
+    leases: Script::new(LEASES),
 });
 
 #[cfg(test)]

@@ -54,3 +54,4 @@ impl Harness for ClusterHarness {
 }
 
 conformance_tests!(ClusterHarness);
+tollgate_conformance::lease_conformance_tests!(ClusterHarness);

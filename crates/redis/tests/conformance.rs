@@ -48,3 +48,4 @@ impl Harness for RedisHarness {
 }
 
 conformance_tests!(RedisHarness);
+tollgate_conformance::lease_conformance_tests!(RedisHarness);

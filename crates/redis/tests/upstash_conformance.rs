@@ -90,3 +90,4 @@ impl Harness for RestHarness {
 }
 
 conformance_tests!(RestHarness);
+tollgate_conformance::lease_conformance_tests!(RestHarness);

@@ -20,11 +20,12 @@
 //! missed by at most one round trip.
 
 use std::future::Future;
+use std::time::Duration;
 
 use futures_util::future::join_all;
 use redis::cluster_routing::Slot;
 use tollgate_core::{
-    CheckId, Counter, CounterStore, Deadline, Named, Reservation, StoreError, async_trait,
+    CheckId, Counter, CounterStore, Deadline, Leases, Named, Reservation, StoreError, async_trait,
 };
 
 use super::slots::{self, Group};
@@ -37,7 +38,8 @@ use crate::{failure, ops, reply};
 impl Cluster {
     /// `counters` grouped by the slot of their keys, each group with the
     /// places of its members' priors' counts in a count's or
-    /// reservation's reply: after every counter's count, in counter order.
+    /// reservation's reply (after every counter's count, in counter
+    /// order), then of its leases' two numbers each (after every prior's).
     pub(super) fn groups(counters: &[Counter]) -> Vec<Group> {
         let mut groups = slots::group(counters.iter().map(|c| c.key.as_str()));
         let mut place = counters.len();
@@ -47,6 +49,14 @@ impl Cluster {
                     group.priors.push(place);
                 }
                 place += 1;
+            }
+        }
+        for (i, counter) in counters.iter().enumerate() {
+            if counter.lease {
+                if let Some(group) = groups.iter_mut().find(|g| g.members.contains(&i)) {
+                    group.leases.extend([place, place + 1]);
+                }
+                place += 2;
             }
         }
         groups
@@ -149,7 +159,7 @@ impl Cluster {
         let record = Cluster::record(group, id, deadline);
         match ops::count(self, batch.clone(), &record, target, deadline).await {
             Err(err) if failure::is_try_again(&err) => {
-                ops::count(self, batch, &Record::none(), target, deadline).await
+                ops::count(self, batch, &Record::none(id), target, deadline).await
             }
             result => result,
         }
@@ -173,7 +183,7 @@ impl Cluster {
         let record = Cluster::record(group, id, deadline);
         match ops::reserve(self, batch.clone(), &record, target, deadline).await {
             Err(err) if failure::is_try_again(&err) => {
-                let none = Record::none();
+                let none = Record::none(id);
                 let reservation = ops::reserve(self, batch, &none, target, deadline).await?;
                 Ok((reservation, false))
             }
@@ -195,7 +205,7 @@ impl Cluster {
         let record = Cluster::record(group, id, deadline);
         match ops::refund(self, members.clone(), (&record, false), target, deadline).await {
             Err(err) if failure::is_try_again(&err) => {
-                let unrecorded = (&Record::none(), false);
+                let unrecorded = (&Record::none(id), false);
                 ops::refund(self, members, unrecorded, target, deadline).await
             }
             result => result,
@@ -216,7 +226,7 @@ impl Cluster {
         let record = if recorded {
             Cluster::record(group, id, reserved)
         } else {
-            Record::none()
+            Record::none(id)
         };
         ops::refund(self, members, (&record, true), target, deadline).await
     }
@@ -288,7 +298,6 @@ impl CounterStore for RedisClusterStore {
         if counters.is_empty() {
             return Ok(Vec::new());
         }
-        crate::call::no_leases(counters)?;
         let groups = Cluster::groups(counters);
         let read = self.cluster.read_priors(counters, deadline).await?;
         per_slot(&groups, reply::answered(counters), true, |group| {
@@ -314,7 +323,6 @@ impl CounterStore for RedisClusterStore {
                 counts: Vec::new(),
             });
         }
-        crate::call::no_leases(counters)?;
         self.reserve_across(counters, id, deadline).await
     }
 
@@ -351,6 +359,33 @@ impl CounterStore for RedisClusterStore {
     /// One `EVALSHA` of [`DELETE`](crate::scripts::DELETE) on the key's slot.
     async fn delete(&self, key: &str, deadline: Deadline) -> Result<bool, StoreError> {
         ops::delete(&*self.cluster, key, &mut slot_of(key), deadline).await
+    }
+
+    /// One `EVALSHA` of [`END_LEASE`](crate::scripts::END_LEASE) on the set's slot.
+    async fn end_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        ops::end_lease(&*self.cluster, (key, id), &mut slot_of(key), deadline).await
+    }
+
+    /// One `EVALSHA` of [`RENEW_LEASE`](crate::scripts::RENEW_LEASE) on the set's slot.
+    async fn renew_lease(
+        &self,
+        key: &str,
+        id: CheckId,
+        lifetime: Duration,
+        deadline: Deadline,
+    ) -> Result<bool, StoreError> {
+        let call = (key, id, lifetime);
+        ops::renew_lease(&*self.cluster, call, &mut slot_of(key), deadline).await
+    }
+
+    /// One `EVALSHA` of [`LEASES`](crate::scripts::LEASES) on the set's slot.
+    async fn leases(&self, key: &str, deadline: Deadline) -> Result<Leases, StoreError> {
+        ops::leases(&*self.cluster, key, &mut slot_of(key), deadline).await
     }
 }
 

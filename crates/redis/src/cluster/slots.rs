@@ -19,6 +19,11 @@ pub(crate) struct Group {
     /// in counter order), one per member with a prior, in order; empty
     /// otherwise.
     pub(crate) priors: Vec<usize>,
+    /// For a count's or a reservation's counters, the positions of their
+    /// leases' two numbers in the caller's reply (after every prior's
+    /// count), two per member that is a set of leases, in order; empty
+    /// otherwise.
+    pub(crate) leases: Vec<usize>,
 }
 
 /// `keys` grouped by slot, groups in the order of their first key. A
@@ -33,6 +38,7 @@ pub(crate) fn group<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<Group> {
                 slot,
                 members: vec![i],
                 priors: Vec::new(),
+                leases: Vec::new(),
             }),
         }
     }
@@ -82,23 +88,27 @@ pub(crate) fn find_tags() {
 
 /// Writes one group's `counts` (in the group's order) into `out` at the
 /// group's positions: its members' counts, then, for a count's or a
-/// reservation's reply (`priors`), its members' priors' counts; a reply of
-/// another length is an invalid reply.
+/// reservation's reply (`tail`), its members' priors' counts and their
+/// leases' numbers; a reply of another length is an invalid reply.
 pub(crate) fn scatter(
     out: &mut [u64],
     group: &Group,
     counts: &[u64],
-    priors: bool,
+    tail: bool,
 ) -> Result<(), StoreError> {
-    let places: &[usize] = if priors { &group.priors } else { &[] };
-    let expected = group.members.len() + places.len();
+    let (priors, leases): (&[usize], &[usize]) = match tail {
+        true => (&group.priors, &group.leases),
+        false => (&[], &[]),
+    };
+    let expected = group.members.len() + priors.len() + leases.len();
     if counts.len() != expected {
         return Err(StoreError::InvalidReply(format!(
             "{} counts where {expected} were expected",
             counts.len(),
         )));
     }
-    for (&i, &count) in group.members.iter().chain(places).zip(counts) {
+    let places = group.members.iter().chain(priors).chain(leases);
+    for (&i, &count) in places.zip(counts) {
         if let Some(slot) = out.get_mut(i) {
             *slot = count;
         }
