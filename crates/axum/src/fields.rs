@@ -50,6 +50,12 @@
 //! the safe side: before a sliding window's `t` ends quota comes back
 //! gradually, and before a GCRA bucket's `t` one unit comes back every
 //! `T`, so a client may in fact spend more than `r` by then, never less.
+//!
+//! A concurrency limit (leases in flight) is the draft's quota unit
+//! `concurrent-requests` (§3.1.2): `q` is its leases, without `w` (a
+//! lease's lifetime is not a window the quota comes back in; `w` is
+//! optional), `r` the leases free, and `t` until the first lease held
+//! ends, at most its lifetime (a holder usually ends it sooner).
 
 use std::fmt::Write as _;
 
@@ -68,9 +74,15 @@ pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// is public. A sliding window's item is a fixed one's: `max` units in
 /// `w` seconds, which a sliding window holds for any `w` seconds. A GCRA
 /// limit's is its burst over the time the burst takes to come back,
-/// `"name";q=BURST;w=SECS` (the module's table).
+/// `"name";q=BURST;w=SECS` (the module's table). A concurrency limit's is
+/// its leases in the draft's unit, without a window (a lease's lifetime is
+/// none): `"name";q=N;qu="concurrent-requests"`.
 pub fn policy(usage: &[Usage]) -> Option<HeaderValue> {
     list(usage, |out, u| {
+        if u.algorithm() == Algorithm::Concurrency {
+            let _ = write!(out, ";q={};qu=\"concurrent-requests\"", u.max());
+            return;
+        }
         let (q, w) = quota(u);
         let _ = write!(out, ";q={q};w={w}");
         if let Some(unit) = u.unit().quota_unit() {

@@ -43,7 +43,7 @@ pub(crate) fn hold(response: Response, leases: &[Lease]) -> Response {
     })
 }
 
-/// Renews `leases` every half lifetime until the body ends (`ended` is
+/// Renews `leases` every third of their lifetime until the body ends (`ended` is
 /// dropped or sent to).
 async fn renew(leases: Vec<Lease>, mut ended: oneshot::Receiver<()>) {
     let every = leases

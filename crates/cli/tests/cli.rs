@@ -181,7 +181,7 @@ fn rules_check_lists_every_shipped_rule_with_its_shape() {
             "no"
         ]
     );
-    assert!(table.ends_with("valid, 10 rules\n"), "{table}");
+    assert!(table.ends_with("valid, 12 rules\n"), "{table}");
     let header = table.lines().next().unwrap();
     assert_eq!(
         header.split_whitespace().collect::<Vec<_>>(),
@@ -217,7 +217,7 @@ fn rules_check_lists_every_shipped_rule_with_its_shape() {
 
     let json = tollgate(&["rules", "check", "--json", path]).json();
     let rules = json["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), 10);
+    assert_eq!(rules.len(), 12);
     let ask = rules.iter().find(|r| r["name"] == "ask").unwrap();
     assert_eq!(
         *ask,

@@ -558,6 +558,8 @@ mod tests {
             ("ask-site", 500, 86_400),
             ("ask-all", 5_000, 86_400),
             ("ask-tokens", 200_000, 86_400),
+            ("ask-inflight", 2, 60),
+            ("ask-inflight-site", 20, 60),
         ];
         assert_eq!(set.len(), expected.len());
         for (name, max, window) in expected {
@@ -584,6 +586,15 @@ mod tests {
             shape(&set, "ask-tokens"),
             (vec!["project".into()], "tokens".into(), false)
         );
+        assert_eq!(shape(&set, "ask-inflight").0, ["visitor"]);
+        assert_eq!(
+            shape(&set, "ask-inflight-site"),
+            (vec!["project".into()], "calls".into(), false)
+        );
+        for name in ["ask-inflight", "ask-inflight-site"] {
+            let rule = set.get(name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(rule.algorithm(), crate::Algorithm::Concurrency, "{name}");
+        }
     }
 
     #[test]

@@ -605,3 +605,47 @@ fn the_breaker_reports_its_state_its_transitions_and_the_checks_it_answered() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_full_window_is_refused_locally_whatever_leases_the_check_would_take() {
+    let clock = ManualClock::new(Duration::from_secs(NOON));
+    let (limiter, store) = limiter(&clock);
+    let inflight = Rule::concurrency("inflight", 2, Window::MINUTE)
+        .and_then(|r| r.with_key(&["id"]))
+        .unwrap();
+    let limits = vec![
+        rule("ask", 1, Window::DAY).limit(&["a"]).unwrap(),
+        inflight.limit(&["a"]).unwrap(),
+    ];
+    let first = limiter.reserve(&limits).await.unwrap();
+    assert!(first.is_allowed());
+    assert_eq!(first.leases().len(), 1);
+    let refused = limiter.reserve(&limits).await.unwrap();
+    assert_eq!(
+        refused.limited().map(|l| l.limit().to_owned()).as_deref(),
+        Some("ask")
+    );
+    let before = calls(&store);
+    for _ in 0..3 {
+        let again = limiter.reserve(&limits).await.unwrap();
+        assert_eq!(
+            again.limited().map(|l| l.limit().to_owned()).as_deref(),
+            Some("ask")
+        );
+        assert!(again.leases().is_empty(), "a local refusal took a lease");
+    }
+    assert_eq!(
+        calls(&store),
+        before,
+        "refusals of a full window went to the store"
+    );
+    // The one lease is still the only one held.
+    let held = store
+        .leases(
+            &limits[1].current_key(NOON),
+            Deadline::after(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(held.held, 1);
+}

@@ -266,8 +266,13 @@ async fn a_declared_length_over_the_bound_is_413_and_a_chunked_body_411_before_a
     assert_eq!(answer.status(), 200, "{}", answer.0);
     let used = answer.json()["tokens"].as_u64().unwrap();
     assert_eq!(used, 32_753_u64.div_ceil(4) + 64 + 32_753 % 256);
-    // One reservation, then the settle giving back what was unused.
-    assert_eq!(demo.calls.take(), [Op::Reserve, Op::Refund]);
+    // One reservation, then the settle giving back what was unused, then
+    // the two leases (`ask-inflight`, `ask-inflight-site`) ended once the
+    // answer was sent.
+    assert_eq!(
+        demo.calls.take_once_ended(2).await,
+        [Op::Reserve, Op::Refund, Op::EndLease, Op::EndLease]
+    );
     assert_eq!(demo.counts("docs").await, [1, 1, 1, 1, used]);
 }
 

@@ -153,8 +153,9 @@ async fn sixteenth_ask_is_a_typed_429_and_only_15_did_work() {
     assert_eq!(header(&response, "retry-after"), "43200");
     assert_eq!(
         header(&response, "ratelimit-policy"),
-        // ask-site, ask-all and ask-tokens are not public: never shown.
-        r#""ask-burst";q=20;w=60, "ask";q=15;w=86400"#
+        // ask-site, ask-all, ask-tokens and ask-inflight-site are not
+        // public: never shown.
+        r#""ask-burst";q=20;w=60, "ask";q=15;w=86400, "ask-inflight";q=2;qu="concurrent-requests""#
     );
     assert!(header(&response, "ratelimit").contains(r#""ask";r=0;t=43200"#));
     assert!(!header(&response, "ratelimit").contains("ask-all"));

@@ -169,11 +169,24 @@ async fn the_outcome_counters_move_as_a_visitor_spends_its_budget() {
             assert_eq!(found, n, "{rule} {outcome}: {after_18}");
         }
     }
-    // Every check counter names its rule's shape: the defaults are fixed windows.
+    // Every check counter names its rule's shape: the defaults are fixed
+    // windows and the two in-flight limits.
     let lines: Vec<&str> = after_18.lines().filter(|l| l.starts_with(checks)).collect();
     assert!(!lines.is_empty(), "{after_18}");
     for line in lines {
-        assert!(line.contains("algorithm=\"fixed\""), "{line}");
+        let shape = match line.contains("rule=\"ask-inflight") {
+            true => "algorithm=\"concurrency\"",
+            false => "algorithm=\"fixed\"",
+        };
+        assert!(line.contains(shape), "{line}");
+    }
+    // The 15 answers each took and gave back one lease of each.
+    let leases = "tollgate_leases_total";
+    for rule in ["ask-inflight", "ask-inflight-site"] {
+        for event in ["acquired", "released"] {
+            let found = sample(&after_18, leases, &[("rule", rule), ("event", event)]);
+            assert_eq!(found, 15.0, "{rule} {event}: {after_18}");
+        }
     }
     let calls = "tollgate_store_call_seconds_count";
     assert!(

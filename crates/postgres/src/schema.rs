@@ -98,11 +98,16 @@ BEGIN
     END IF;
     -- Every counter's row, locked one after the other in key order (as
     -- every statement locks): an absent one is written first as an
-    -- expired row of 0 (which every statement takes as absent).
+    -- expired row of 0 (which every statement takes as absent). A row
+    -- another call deletes between the insert and the lock (a set whose
+    -- last lease it ended, a swept counter) is written again.
     FOR k IN SELECT u.key FROM unnest(keys) AS u (key) ORDER BY u.key LOOP
-        INSERT INTO {s}.counters AS c (key, value, expires_at)
-        VALUES (k, 0, '-infinity') ON CONFLICT (key) DO NOTHING;
-        PERFORM 1 FROM {s}.counters c WHERE c.key = k FOR UPDATE;
+        LOOP
+            INSERT INTO {s}.counters AS c (key, value, expires_at)
+            VALUES (k, 0, '-infinity') ON CONFLICT (key) DO NOTHING;
+            PERFORM 1 FROM {s}.counters c WHERE c.key = k FOR UPDATE;
+            EXIT WHEN FOUND;
+        END LOOP;
     END LOOP;
     -- Now is when the locks are held, not when the statement began: a
     -- call that waited for another's locks reads the leases it took

@@ -275,3 +275,39 @@ pub async fn a_refused_acquire_spends_no_rate_budget_and_vice_versa<H: Harness>(
     );
     std::mem::forget((first, allowed));
 }
+
+/// Acquires and releases of one lease racing over two limiters, so that a
+/// set loses its last lease (and goes) while another call takes one: no
+/// call fails, and leases keep being taken.
+pub async fn acquires_racing_the_end_of_a_sets_last_lease_never_fail<H: Harness>(harness: &H) {
+    let clock = clock(harness);
+    let limiters = [
+        limiter(harness.open().await, &clock),
+        limiter(harness.open().await, &clock),
+    ];
+    let limit = ok(leases("churn-lease", 1, 60).limit(&[unique()]), "limit");
+    let taken = Arc::new(AtomicUsize::new(0));
+    let churn = |limiter: Limiter| {
+        let (limit, taken) = (limit.clone(), taken.clone());
+        tokio::spawn(async move {
+            for _ in 0..150 {
+                let verdict = ok(
+                    limiter.reserve(std::slice::from_ref(&limit)).await,
+                    "reserve",
+                );
+                for lease in verdict.leases() {
+                    taken.fetch_add(1, Ordering::SeqCst);
+                    ok(lease.release().await, "release");
+                }
+            }
+        })
+    };
+    let [a, b] = limiters;
+    let (a, b) = tokio::join!(churn(a), churn(b));
+    ok(a, "a churning task");
+    ok(b, "another churning task");
+    let taken = taken.load(Ordering::SeqCst);
+    // Each call finds the lease free unless the other task holds it.
+    assert!(taken >= 10, "{taken} leases taken in 300 calls");
+    assert_eq!(held(&harness.open().await, &limit).await, 0);
+}

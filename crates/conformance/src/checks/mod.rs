@@ -46,6 +46,7 @@ pub use keys::{golden_key_vectors, principals_never_share_a_counter};
 pub use leases::{
     a_crashed_holders_lease_is_free_at_its_expiry,
     a_refused_acquire_spends_no_rate_budget_and_vice_versa,
+    acquires_racing_the_end_of_a_sets_last_lease_never_fail,
     racing_acquirers_never_hold_more_than_the_concurrency, releases_are_idempotent_and_by_id,
     renewing_a_lease_keeps_it,
 };

@@ -19,7 +19,10 @@
 //! A sliding window's count falls every second as its previous window
 //! weighs less, and a GCRA bucket drains continuously, so the cache
 //! neither notes nor answers checks of sliding or GCRA limits: the store
-//! answers them.
+//! answers them. A concurrency limit's leases end at any moment, so the
+//! cache never notes them nor refuses for them; but a check whose fixed
+//! window is full is refused locally whatever leases it would have taken
+//! (none is taken), its concurrency limits reported with no lease counted.
 
 mod table;
 
@@ -111,10 +114,19 @@ impl LocalCache {
         let mut counts = Vec::new();
         let mut full = false;
         for limit in limits {
-            // A sliding window's or a GCRA bucket's count falls with
-            // time: only the store answers it.
-            if limit.rule().algorithm() != Algorithm::Fixed {
-                return None;
+            match limit.rule().algorithm() {
+                Algorithm::Fixed => {}
+                // Passed over: the check's fixed windows decide.
+                Algorithm::Concurrency => {
+                    if counts.capacity() == 0 {
+                        counts = Vec::with_capacity(limits.len());
+                    }
+                    counts.push(0);
+                    continue;
+                }
+                // A sliding window's or a GCRA bucket's count falls with
+                // time: only the store answers it.
+                Algorithm::Sliding | Algorithm::Gcra => return None,
             }
             let seen = inner.get(limit.stored(), limit.rule().window().index(secs))?;
             if !self.answers(seen, now) {
