@@ -55,7 +55,8 @@
 //! `concurrent-requests` (§3.1.2): `q` is its leases, without `w` (a
 //! lease's lifetime is not a window the quota comes back in; `w` is
 //! optional), `r` the leases free, and `t` until the first lease held
-//! ends, at most its lifetime (a holder usually ends it sooner).
+//! ends, at most its lifetime (a holder usually ends it sooner; 1 when
+//! none is held).
 
 use std::fmt::Write as _;
 

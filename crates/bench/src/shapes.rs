@@ -270,11 +270,11 @@ impl Throughput {
             out.push('\n');
         }
         out.push_str(
-            "note: a read is a sliding limit's GET of its previous window's counter, a round trip before\n\
-             the reservation. A limiter keeps that count once the window ended more than 6 s before (5 s\n\
-             or its check budget if longer, and 1 s): reads come from each key's first check per limiter\n\
-             and window, and from every check in the first 6 s after a window ends (each minute, for the\n\
-             1-minute rules).\n\
+            "note: a read is a separate `get` of a sliding limit's previous window's counter. None is sent\n\
+             now: until the limiter keeps that count (once the window ended more than 6 s before: 5 s or\n\
+             its check budget if longer, and 1 s), the check sends it to the store as a prior, read in the\n\
+             same script, statement or transaction (Redis Cluster reads a prior in another slot first,\n\
+             inside the store's call: a second round trip, not counted here).\n\
              GCRA keeps one counter per limit (its arrival time) and reads nothing.\n",
         );
         out

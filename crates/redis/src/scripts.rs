@@ -118,9 +118,11 @@ macro_rules! write_script {
 /// `g`), or `{applied, count...}` (`r`: 1 and the new counts, or 0 and
 /// the current ones), a count's and a reservation's followed by the count
 /// of each counter's prior, in counter order (one per counter with a
-/// prior, given or read); `DEADLINE`; or an error reply when a counter or
-/// a prior holds something other than a count (nothing written for that
-/// call). When any call or hash is not well formed, the script applies
+/// prior, given or read), then two numbers per lease counter (above);
+/// `DEADLINE`; or an error reply when a counter or a prior holds
+/// something other than a count, or a set of leases something other than
+/// a sorted set (nothing written for that call but the removal of expired
+/// leases). When any call or hash is not well formed, the script applies
 /// nothing and answers the error reply `ERR tollgate: a malformed call`.
 ///
 /// **Records.** The script reads each hash once (`HMGET` of its ids). A
@@ -357,7 +359,8 @@ end
 local function outlive(key)
   local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[2] then
-    call('PEXPIREAT', key, last[2])
+    -- As digits, whatever form the server gives a score in.
+    call('PEXPIREAT', key, format('%.0f', tonumber(last[2])))
   end
 end
 
@@ -909,7 +912,7 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local function outlive(key)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[2] then
-    redis.call('PEXPIREAT', key, last[2])
+    redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(last[2])))
   end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))

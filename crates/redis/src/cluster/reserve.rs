@@ -149,7 +149,11 @@ impl RedisClusterStore {
         }))
         .await;
         for (&(group, _), reply) in taken.iter().zip(replies) {
-            if let Err(err) = reply.and_then(|after| scatter(counts, group, &after, false)) {
+            let scattered = reply.and_then(|after| scatter(counts, group, &after, false));
+            if scattered.is_ok() {
+                settle_leases(counters, group, counts);
+            }
+            if let Err(err) = scattered {
                 tracing::warn!(
                     slot = ?group.slot,
                     counters = group.members.len(),
@@ -159,6 +163,24 @@ impl RedisClusterStore {
                      those counters over-count until their window ends"
                 );
             }
+        }
+    }
+}
+
+/// After a give-back on `group`, the wait of each set of leases it left
+/// empty: none (the reservation's answer counted the lease given back). A
+/// set left holding others keeps its wait: the lease given back, the
+/// newest, ended last.
+fn settle_leases(counters: &[Counter], group: &Group, counts: &mut [u64]) {
+    let sets = group
+        .members
+        .iter()
+        .filter(|&&i| counters.get(i).is_some_and(|c| c.lease));
+    for (&i, places) in sets.zip(group.leases.chunks(2)) {
+        if counts.get(i) == Some(&0)
+            && let Some(wait) = places.first().and_then(|&at| counts.get_mut(at))
+        {
+            *wait = 0;
         }
     }
 }
@@ -178,6 +200,32 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+
+    #[test]
+    fn a_set_a_give_back_left_empty_has_no_wait() {
+        let counter = |key: &str, lease: bool| Counter {
+            key: key.into(),
+            ttl: Duration::from_secs(60),
+            cost: 1,
+            max: 2,
+            floor: 0,
+            prior: None,
+            lease,
+        };
+        let counters = [counter("a", false), counter("b", true)];
+        let group = Group {
+            slot: redis::cluster_routing::Slot::for_key("b"),
+            members: vec![0, 1],
+            priors: Vec::new(),
+            leases: vec![2, 3],
+        };
+        let mut emptied = [5, 0, 60_000, 0];
+        settle_leases(&counters, &group, &mut emptied);
+        assert_eq!(emptied, [5, 0, 0, 0]);
+        let mut held = [5, 1, 30_000, 0];
+        settle_leases(&counters, &group, &mut held);
+        assert_eq!(held, [5, 1, 30_000, 0]);
+    }
 
     #[test]
     fn a_give_back_has_the_checks_whole_budget_from_when_it_starts() {
