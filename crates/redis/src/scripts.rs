@@ -187,7 +187,11 @@ macro_rules! write_script {
 /// `KEEPTTL`). A refund of a floored counter that holds 0 looks whether it
 /// exists (`EXISTS`): an absent one stays absent.
 ///
-/// A call with a lease counter takes the exact path, as one with a floor.
+/// A reservation with lease counters and neither floor nor prior reads
+/// its sets first (a full one refuses it before any other counter is
+/// touched), then takes the common path for its other counters, then its
+/// leases; a count with a lease counter takes the exact path, as one with
+/// a floor.
 ///
 /// A count or reservation with a prior first reads its keyed priors (one
 /// `GET` each, validated as a counter is). A count then takes the common
@@ -307,6 +311,17 @@ local function counter_of(arg)
   return counter
 end
 
+-- Removes the expired leases (ending at or before now) of the set at
+-- `key`: how many it holds then and how many it lost, or nil and an error
+-- reply.
+local function sweep(key)
+  local removed = pcall('ZREMRANGEBYSCORE', key, '-inf', format('%.0f', now))
+  if type(removed) == 'table' then
+    return nil, removed
+  end
+  return call('ZCARD', key), removed
+end
+
 -- Reads counters k+1..k+n (with their arguments from ARGV[a + 1] when
 -- `a` is given): their counts, then, when any is a lease counter, how many
 -- expired leases were removed from each (`gone[i]`); or nil and an error
@@ -341,14 +356,13 @@ local function read(k, n, a)
     end
   end
   if gone then
-    local stamp = format('%.0f', now)
     for i = 1, n do
       if gone[i] then
-        local removed = pcall('ZREMRANGEBYSCORE', KEYS[k + i], '-inf', stamp)
-        if type(removed) == 'table' then
+        local held, removed = sweep(KEYS[k + i])
+        if not held then
           return nil, removed
         end
-        gone[i], counts[i] = removed, call('ZCARD', KEYS[k + i])
+        gone[i], counts[i] = removed, held
       end
     end
   end
@@ -391,10 +405,11 @@ local function lease_tail(reply, k, a, n, gone)
 end
 
 -- Takes back the first m increments of a call (its counters' arguments
--- from ARGV[a + 1]).
+-- from ARGV[a + 1]; a lease counter has none).
 local function undo(k, a, m)
   for i = 1, m do
-    if call('DECRBY', KEYS[k + i], counters[ARGV[a + i]].text) == 0 then
+    local counter = counters[ARGV[a + i]]
+    if not counter.lease and call('DECRBY', KEYS[k + i], counter.text) == 0 then
       call('DEL', KEYS[k + i])
     end
   end
@@ -506,24 +521,73 @@ local function count(k, a, n)
   return counts
 end
 
+-- A reservation on the fast path: `INCRBY` each counter, taken back and
+-- decided on the exact path when one does not fit (or holds something
+-- else than a count). A lease counter is passed over (its place in the
+-- reply 0): `reserve_leased` takes its lease. Returns the reply, and true
+-- when the exact path decided it (and took any lease).
 local function reserve(k, a, n)
   local reply = {1}
   for i = 1, n do
     local counter = counters[ARGV[a + i]]
-    local new = pcall('INCRBY', KEYS[k + i], counter.text)
-    -- At 2^53 and above a double no longer tells 2^53 + 1 from 2^53: that
-    -- case (a max of 2^53, a shadow rule's) goes to the exact path too.
-    if type(new) ~= 'number' or new < counter.cost or new >= LIMIT or new > counter.max then
-      undo(k, a, type(new) == 'number' and i or i - 1)
-      return reserve_exact(k, a, n)
+    if counter.lease then
+      reply[i + 1] = 0
+    else
+      local new = pcall('INCRBY', KEYS[k + i], counter.text)
+      -- At 2^53 and above a double no longer tells 2^53 + 1 from 2^53: that
+      -- case (a max of 2^53, a shadow rule's) goes to the exact path too.
+      if type(new) ~= 'number' or new < counter.cost or new >= LIMIT or new > counter.max then
+        undo(k, a, type(new) == 'number' and i or i - 1)
+        return reserve_exact(k, a, n), true
+      end
+      -- Created now: a later counter's refusal takes it back with DEL.
+      if new == counter.cost then
+        call('PEXPIRE', KEYS[k + i], counter.life)
+      end
+      reply[i + 1] = new
     end
-    -- Created now: a later counter's refusal takes it back with DEL.
-    if new == counter.cost then
-      call('PEXPIRE', KEYS[k + i], counter.life)
-    end
-    reply[i + 1] = new
   end
   return reply
+end
+
+-- A reservation whose only special counters are sets of leases (no floor,
+-- no prior): its sets first (swept and counted: a full one refuses the
+-- call, its other counters read as they are), then its other counters on
+-- the fast path, then its leases. Returns the reply and, per lease
+-- counter, the expired leases removed (`read`'s `gone`).
+local function reserve_leased(k, a, n)
+  local held, gone, fits = {}, {}, true
+  for i = 1, n do
+    local counter = counters[ARGV[a + i]]
+    if counter.lease then
+      local count, removed = sweep(KEYS[k + i])
+      if not count then
+        return removed
+      end
+      held[i], gone[i] = count, removed
+      fits = fits and count + 1 <= counter.max
+    end
+  end
+  if not fits then
+    local counts, err = read(k, n, a)
+    if not counts then
+      return err
+    end
+    local reply = {0}
+    for i = 1, n do
+      reply[i + 1] = counts[i]
+    end
+    return reply, gone
+  end
+  local reply, exact = reserve(k, a, n)
+  if not exact then
+    for i = 1, n do
+      if held[i] then
+        reply[i + 1] = take(KEYS[k + i], counters[ARGV[a + i]], held[i])
+      end
+    end
+  end
+  return reply, gone
 end
 
 local function refund(k, a, n)
@@ -686,12 +750,17 @@ if specials then
       local x = r * part
       return (held - r) / whole * part + (x - math.fmod(x, whole)) / whole
     end
-    local keyed, floored = 0, false
+    -- `leased`: a lease counter; `floored`: that or a floor; `other`: a
+    -- floor or a prior.
+    local keyed, floored, leased, other = 0, false, false, false
     for i = 1, n do
       local counter = counters[ARGV[a + i]]
       if counter.prior then
         keyed = keyed + counter.prior.keyed
+        other = true
       end
+      leased = leased or counter.lease ~= nil
+      other = other or counter.floor > 0
       floored = floored or counter.floor > 0 or counter.lease ~= nil
     end
     local values, err = read(k + n, keyed)
@@ -712,7 +781,10 @@ if specials then
       end
     end
     local reply, gone, at
-    if heads[ARGV[a - 1]].code == 'r' then
+    if heads[ARGV[a - 1]].code == 'r' and leased and not other then
+      reply, gone = reserve_leased(k, a, n)
+      at = n + 1
+    elseif heads[ARGV[a - 1]].code == 'r' then
       reply, gone = reserve_exact(k, a, n, weighed)
       at = n + 1
     elseif floored then
