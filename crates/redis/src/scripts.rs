@@ -101,7 +101,9 @@ macro_rules! write_script {
 /// leases (`ZREMRANGEBYSCORE` up to now, after every other counter of the
 /// call is read) and counts the rest (`ZCARD`); a count, or a reservation
 /// that fits (held + 1 within the max), adds the lease `id` ending
-/// `lifetime` from now (`ZADD NX`: a lease held already stays as it is)
+/// `lifetime` from now (`ZADD NX`: a lease held already stays as it is,
+/// and a set holding the call's lease already fits it: a retry applied
+/// without its record, as Cluster sends one while a slot migrates)
 /// and gives the set a lifetime to its last lease's end (`PEXPIREAT`); a
 /// refund leaves the set as it is; a give-back of an applied reservation
 /// removes the lease (`ZREM`). A count's and a reservation's reply ends,
@@ -322,6 +324,13 @@ local function sweep(key)
   return call('ZCARD', key), removed
 end
 
+-- Whether `counter` is a set of leases, at `key`, that holds the call's
+-- lease already: the call's own retry, applied without its record (Redis
+-- Cluster sends one so while a slot migrates), which it fits.
+local function holds(key, counter)
+  return counter.lease ~= nil and call('ZSCORE', key, counter.lease) ~= false
+end
+
 -- Reads counters k+1..k+n (with their arguments from ARGV[a + 1] when
 -- `a` is given): their counts, then, when any is a lease counter, how many
 -- expired leases were removed from each (`gone[i]`); or nil and an error
@@ -481,8 +490,9 @@ local function reserve_exact(k, a, n, weighed)
     if weighed and weighed[i] then
       max = math.max(max - weighed[i], 0)
     end
-    -- Exact: differences of two integers up to 2^53.
-    if each.cost > max - math.max(counts[i], each.floor) then
+    -- Exact: differences of two integers up to 2^53. A set holding the
+    -- call's lease already fits it (`holds`).
+    if each.cost > max - math.max(counts[i], each.floor) and not holds(KEYS[k + i], each) then
       fits = 0
     end
   end
@@ -565,7 +575,7 @@ local function reserve_leased(k, a, n)
         return removed
       end
       held[i], gone[i] = count, removed
-      fits = fits and count + 1 <= counter.max
+      fits = fits and (count + 1 <= counter.max or holds(KEYS[k + i], counter))
     end
   end
   if not fits then

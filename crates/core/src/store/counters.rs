@@ -231,7 +231,9 @@ pub struct Reservation {
 ///   on the set removes the expired ones), a count or applied reservation
 ///   adds the lease whose id is the call's [`CheckId`] (not again when the
 ///   set holds it), ending `ttl` later, and a reservation fits it when
-///   that count plus 1 is within its max. The set lives until its last
+///   that count plus 1 is within its max, or when the set holds the
+///   call's lease already (a retry of the call applied without its
+///   record, as Redis Cluster sends one while a slot migrates). The set lives until its last
 ///   lease ends (a key without leases is removed). After the priors'
 ///   counts, [`count`](CounterStore::count) and
 ///   [`reserve`](CounterStore::reserve) answer, per lease counter in
