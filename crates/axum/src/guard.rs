@@ -88,19 +88,21 @@ pub struct Guard {
     limiter: Limiter,
     visitors: Option<VisitorSource>,
     rules: Vec<Checked>,
-    mode: Mode,
+    /// `None`: as [`Guard::spends`] decides from the rules.
+    mode: Option<Mode>,
     policy: Policy,
 }
 
 impl Guard {
-    /// A guard checking in `limiter`, with no rules yet, in [`Mode::Count`]
-    /// and [`Policy::FailClosed`].
+    /// A guard checking in `limiter`, with no rules yet, under
+    /// [`Policy::FailClosed`], spending as [`spends`](Guard::spends) says
+    /// until [`mode`](Guard::mode) says otherwise.
     pub fn new(limiter: Limiter) -> Guard {
         Guard {
             limiter,
             visitors: None,
             rules: Vec::new(),
-            mode: Mode::Count,
+            mode: None,
             policy: Policy::FailClosed,
         }
     }
@@ -202,16 +204,53 @@ impl Guard {
         &self.limiter
     }
 
-    /// How the check spends budget ([`Mode::Count`] by default).
+    /// How the check spends budget, whatever the rules are (by default, as
+    /// [`spends`](Guard::spends) says).
     pub fn mode(mut self, mode: Mode) -> Guard {
-        self.mode = mode;
+        self.mode = Some(mode);
         self
+    }
+
+    /// How the check spends budget: as [`mode`](Guard::mode) set it, else
+    /// [`Mode::Reserve`] (all or nothing) when a rule is a budget shared
+    /// beyond one caller, so that refused callers cannot drain it: a rule
+    /// that is not public, or keyed by fewer parts than another rule of the
+    /// guard (`ask-site` by project beside `ask` by project and visitor);
+    /// else [`Mode::Count`] (every call counted, as the seed's fail-open
+    /// routes are).
+    pub fn spends(&self) -> Mode {
+        if let Some(mode) = self.mode {
+            return mode;
+        }
+        let most = self
+            .rules
+            .iter()
+            .map(|c| c.rule.key_parts().len())
+            .max()
+            .unwrap_or(0);
+        let shared = self
+            .rules
+            .iter()
+            .any(|c| !c.rule.is_public() || c.rule.key_parts().len() < most);
+        if shared { Mode::Reserve } else { Mode::Count }
     }
 
     /// What a store failure does ([`Policy::FailClosed`] by default).
     pub fn policy(mut self, policy: Policy) -> Guard {
         self.policy = policy;
         self
+    }
+
+    /// A store failure allows the call (logged): [`Policy::FailOpen`], for
+    /// signed-in actions.
+    pub fn fail_open(self) -> Guard {
+        self.policy(Policy::FailOpen)
+    }
+
+    /// A store failure refuses the call with 503: [`Policy::FailClosed`]
+    /// (the default), for anonymous expensive routes.
+    pub fn fail_closed(self) -> Guard {
+        self.policy(Policy::FailClosed)
     }
 
     /// Checks one call: its verdict when allowed (also put in the request
@@ -236,7 +275,7 @@ impl Guard {
             visitor: visitor.as_ref(),
         };
         let limits = self.limits(&call)?;
-        let verdict = check(&self.limiter, &limits, self.mode, self.policy).await?;
+        let verdict = check(&self.limiter, &limits, self.spends(), self.policy).await?;
         if let Some(visitor) = visitor {
             parts.extensions.insert(visitor);
         }
@@ -287,7 +326,7 @@ impl fmt::Debug for Guard {
         f.debug_struct("Guard")
             .field("rules", &rules)
             .field("visitors", &self.visitors)
-            .field("mode", &self.mode)
+            .field("mode", &self.spends())
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }

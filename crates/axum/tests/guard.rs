@@ -626,3 +626,42 @@ async fn a_cost_above_the_max_is_a_429_that_never_promises_a_retry() {
     );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn a_guard_holding_a_shared_budget_reserves_unless_told_otherwise() {
+    let limiter = memory_limiter();
+    let ask = rule("ask", 1, Window::DAY);
+    let all = rule("ask-all", 100, Window::DAY);
+    let guard = Guard::new(limiter.clone())
+        .visitors(VisitorSource::new(Trust::cloudflare()))
+        .rule(&ask, |call| {
+            Some(vec![call.param("project")?.into(), call.visitor()?.into()])
+        })
+        .rule(&all, |_| Some(vec![]));
+    // `ask-all` has fewer key parts than `ask`: a budget every caller shares.
+    assert_eq!(guard.spends(), Mode::Reserve);
+    let (router, runs) = app(guard);
+    for _ in 0..4 {
+        post_ask(&router, "docs", "203.0.113.9").await;
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let all_limit = all.limit::<&str>(&[]).unwrap();
+    let left = limiter.remaining(&[all_limit]).await.unwrap();
+    assert_eq!(
+        left[0].remaining(),
+        99,
+        "refused callers drained the shared budget"
+    );
+
+    // One public rule keyed per caller: every call counted, as fail-open
+    // routes are; a rule not shown to callers is a shared budget too; an
+    // explicit mode wins.
+    let solo = Guard::new(memory_limiter()).rule(&ask, |_| Some(vec!["p".into(), "v".into()]));
+    assert_eq!(solo.spends(), Mode::Count);
+    let hidden = rule("runs", 5, Window::DAY).with_public(false);
+    let private = Guard::new(memory_limiter()).rule(&hidden, |_| Some(vec!["p".into()]));
+    assert_eq!(private.spends(), Mode::Reserve);
+    assert_eq!(private.mode(Mode::Count).spends(), Mode::Count);
+    let open = Guard::new(memory_limiter()).fail_open();
+    assert!(format!("{open:?}").contains("FailOpen"), "{open:?}");
+}
