@@ -1,12 +1,14 @@
-//! What a concurrency limit adds to a check, on a private redis-server:
+//! What a concurrency limit adds to a check, on a private redis-server (or
+//! the store `STORE_URL` names):
 //! checks/s of the seed's 4-limit Ask AI reservation (`ask-burst`, `ask`,
 //! `ask-site`, `ask-all`) against the same check with `ask-inflight` added
 //! (a lease taken in the same script call), the lease either released at
 //! once (a second round trip, as a finished request does) or kept until it
 //! expires (the check alone). The sides alternate, `rounds` of `secs`
-//! seconds each, 50 checks in flight over 10,000 visitors.
+//! seconds each, 50 checks in flight (`LEASE_COST_IN_FLIGHT`) over 10,000
+//! visitors.
 //!
-//! `cargo run --release -p tollgate-bench --example lease_cost [-- ROUNDS SECS]`
+//! `cargo run --release -p tollgate-bench --example lease_cost [-- ROUNDS SECS [STORE_URL]]`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -16,7 +18,10 @@ use std::time::{Duration, Instant};
 use tollgate::{Limit, Limiter, RuleSet};
 use tollgate_test_support::redis_server::RedisServer;
 
-const IN_FLIGHT: usize = 50;
+/// Checks in flight at once (`LEASE_COST_IN_FLIGHT` to change it).
+fn in_flight() -> usize {
+    std::env::var("LEASE_COST_IN_FLIGHT").map_or(50, |n| n.parse().unwrap())
+}
 const VISITORS: u64 = 10_000;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -45,7 +50,7 @@ async fn round(limiter: &Limiter, rules: &Arc<RuleSet>, side: Side, secs: u64) -
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let next = Arc::new(AtomicU64::new(0));
-    let workers: Vec<_> = (0..IN_FLIGHT)
+    let workers: Vec<_> = (0..in_flight())
         .map(|_| {
             let (limiter, rules) = (limiter.clone(), rules.clone());
             let (stop, done, next) = (stop.clone(), done.clone(), next.clone());
@@ -91,10 +96,17 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().map_or(5, |a| a.parse().unwrap());
     let secs: u64 = args.next().map_or(5, |a| a.parse().unwrap());
-    let server = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap();
-    let store = tollgate::open_store(&server.url()).unwrap();
+    let (_server, url) = match args.next() {
+        Some(url) => (None, url),
+        None => {
+            let server = tokio::task::spawn_blocking(RedisServer::start)
+                .await
+                .unwrap();
+            let url = server.url();
+            (Some(server), url)
+        }
+    };
+    let store = tollgate::open_store(&url).unwrap();
     // The limits never refuse: only the work is measured.
     let text = tollgate::DEFAULT_RULES_TOML
         .replace("max = 20\n", "max = 100000000\n")
