@@ -395,22 +395,28 @@ mod tests {
             id: format!("{:032x}", 0xabu8),
             lifetime_ms: 720,
         };
-        let written = |op: Counters| {
-            let mut call = Written::default();
-            let parts = [Part {
-                op,
-                counters: counters.iter(),
-                record: &record,
-                cutoff: 99,
-                priors: Priors::Keyed,
-            }];
-            write(&mut call, &parts);
-            call.0.join(" ")
-        };
+        let written = |op: Counters| one_call(op, &counters, &record);
         let id = &record.id;
         assert!(written(Counters::Reserve).ends_with(&format!("t:1000:1:5 t:2000:1:5#{id}")));
         assert!(written(Counters::Count).ends_with(&format!("t:1000:1 t:2000:1#{id}")));
         assert!(written(Counters::GiveBack).ends_with(&format!("t:1 t:1#{id}")));
+    }
+
+    /// One call of `op` on `counters`, recorded as `record`, with the
+    /// cutoff 99, as written; its size hint checked.
+    fn one_call(op: Counters, counters: &[Counter], record: &Record) -> String {
+        let mut call = Written::default();
+        let parts = [Part {
+            op,
+            counters: counters.iter(),
+            record,
+            cutoff: 99,
+            priors: Priors::Keyed,
+        }];
+        write(&mut call, &parts);
+        let size = size(&parts);
+        assert_eq!(size.keys + size.args, call.0.len());
+        call.0.join(" ")
     }
 
     fn counter(key: &str, ttl_ms: u64, cost: u64, max: u64) -> Counter {
@@ -433,20 +439,7 @@ mod tests {
             id: "i".into(),
             lifetime_ms: 720,
         };
-        let written = |op: Counters| {
-            let mut call = Written::default();
-            let parts = [Part {
-                op,
-                counters: counters.iter(),
-                record: &record,
-                cutoff: 99,
-                priors: Priors::Keyed,
-            }];
-            write(&mut call, &parts);
-            let size = size(&parts);
-            assert_eq!(size.keys + size.args, call.0.len());
-            call.0.join(" ")
-        };
+        let written = |op: Counters| one_call(op, &counters, &record);
         assert_eq!(
             written(Counters::Count),
             "k:a k:b k:h n:1 n:1540 n:1 t:i t:c2.1 n:99 t:60000:2 t:1000:3"
@@ -477,20 +470,7 @@ mod tests {
         };
         let counters = [floored, counter("b", 1_000, 3, 20)];
         let record = Record::none(tollgate_core::CheckId::from_u128(7));
-        let written = |op: Counters| {
-            let mut call = Written::default();
-            let parts = [Part {
-                op,
-                counters: counters.iter(),
-                record: &record,
-                cutoff: 99,
-                priors: Priors::Keyed,
-            }];
-            write(&mut call, &parts);
-            let size = size(&parts);
-            assert_eq!(size.keys + size.args, call.0.len());
-            call.0.join(" ")
-        };
+        let written = |op: Counters| one_call(op, &counters, &record);
         assert_eq!(
             written(Counters::Count),
             "k:a k:b n:0 t:c2.0 n:99 t:60000:3@1781524989000000 t:1000:3"
