@@ -366,6 +366,25 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// The path's segment at `index` (0 is the first after the leading
+    /// `/`), as sent (not percent-decoded); `None` past the last or when
+    /// empty. For services without axum's path parameters: `/sites/docs/ask`
+    /// has `docs` at 1.
+    pub fn segment(&self, index: usize) -> Option<&'a str> {
+        let path = self.parts.uri.path();
+        path.strip_prefix('/')
+            .unwrap_or(path)
+            .split('/')
+            .nth(index)
+            .filter(|segment| !segment.is_empty())
+    }
+
+    /// The request extension of type `T`: e.g. the principal an
+    /// authentication layer put there, to key a rule by.
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&'a T> {
+        self.parts.extensions.get::<T>()
+    }
+
     /// The whole request head (method, URI, headers, extensions).
     pub fn parts(&self) -> &'a Parts {
         self.parts

@@ -22,7 +22,12 @@ impl<S> Layer<S> for Guard {
     }
 }
 
-/// A service behind a [`Guard`]: only called for allowed calls.
+/// A service behind a [`Guard`]: only called for allowed calls. Any tower
+/// service of `http` requests whose response axum can send (an
+/// `http::Response` with a body of bytes, as hyper, tower-http and tonic
+/// services answer) can be guarded, not only an axum route: key its rules
+/// with [`Call::segment`](crate::Call::segment), headers and
+/// [`Call::extension`](crate::Call::extension) instead of path parameters.
 #[derive(Clone, Debug)]
 pub struct Guarded<S> {
     guard: Arc<Guard>,
