@@ -8,6 +8,8 @@ use axum::extract::{FromRequestParts, RawPathParams};
 use http::request::Parts;
 use tollgate_core::{Error as CoreError, Limit, Limiter, Mode, Policy, Rule, Verdict, Visitor};
 
+use axum::response::{IntoResponse, Response};
+
 use crate::{Rejection, VisitorSource, check};
 
 /// Builds the key parts of one rule from a [`Call`], or says why it cannot.
@@ -26,6 +28,9 @@ enum Unkeyed {
 /// The cost of one rule for a [`Call`]; `None` when the call does not say
 /// (answered with 400).
 type Cost = dyn Fn(&Call<'_>) -> Option<u64> + Send + Sync;
+
+/// The response to a refused call, when the application shapes it.
+type Respond = dyn Fn(&Rejection) -> Response + Send + Sync;
 
 /// One value of a declared key, for [`Guard::keyed`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,6 +96,8 @@ pub struct Guard {
     /// `None`: as [`Guard::spends`] decides from the rules.
     mode: Option<Mode>,
     policy: Policy,
+    /// `None`: the rejection's own response.
+    respond: Option<Arc<Respond>>,
 }
 
 impl Guard {
@@ -104,6 +111,7 @@ impl Guard {
             rules: Vec::new(),
             mode: None,
             policy: Policy::FailClosed,
+            respond: None,
         }
     }
 
@@ -253,6 +261,27 @@ impl Guard {
         self.policy(Policy::FailClosed)
     }
 
+    /// Answers every refused call (429, 503, 400, 500) with what `respond`
+    /// makes of its [`Rejection`], instead of the rejection's own
+    /// `application/problem+json` response: an application's own body, or
+    /// another protocol's refusal. The guard adds nothing to it.
+    pub fn on_rejection<F>(mut self, respond: F) -> Guard
+    where
+        F: Fn(&Rejection) -> Response + Send + Sync + 'static,
+    {
+        self.respond = Some(Arc::new(respond));
+        self
+    }
+
+    /// The response to the refusal `rejection`: as
+    /// [`on_rejection`](Guard::on_rejection) shapes it, else its own.
+    pub fn respond(&self, rejection: Rejection) -> Response {
+        match &self.respond {
+            Some(respond) => respond(&rejection),
+            None => rejection.into_response(),
+        }
+    }
+
     /// Checks one call: its verdict when allowed (also put in the request
     /// extensions, with the visitor), the rejection otherwise.
     pub async fn admit(&self, parts: &mut Parts) -> Result<Verdict, Rejection> {
@@ -328,6 +357,7 @@ impl fmt::Debug for Guard {
             .field("visitors", &self.visitors)
             .field("mode", &self.spends())
             .field("policy", &self.policy)
+            .field("shaped_rejections", &self.respond.is_some())
             .finish_non_exhaustive()
     }
 }

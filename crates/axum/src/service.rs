@@ -58,7 +58,7 @@ where
             let (mut parts, body) = request.into_parts();
             let verdict = match guard.admit(&mut parts).await {
                 Ok(verdict) => verdict,
-                Err(rejection) => return Ok(rejection.into_response()),
+                Err(rejection) => return Ok(guard.respond(rejection)),
             };
             let response = inner.call(Request::from_parts(parts, body)).await?;
             let mut response = response.into_response();

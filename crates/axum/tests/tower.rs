@@ -1,8 +1,9 @@
 //! The guard over services that are not axum routes: a plain tower service
 //! served by hyper over real HTTP on loopback, keyed by a path segment and
 //! by a principal an authentication layer put in the request's
-//! extensions; and 200 requests racing through clones of one guarded
-//! service, never admitting more than the limit.
+//! extensions; 200 requests racing through clones of one guarded service,
+//! never admitting more than the limit; and refusals an application
+//! shapes itself.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::convert::Infallible;
@@ -15,7 +16,7 @@ use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tollgate_axum::Guard;
+use tollgate_axum::{Guard, Rejection};
 use tollgate_core::{Limiter, Mode, Rule, Window};
 use tollgate_memory::MemoryStore;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
@@ -163,4 +164,51 @@ async fn racing_requests_through_clones_of_one_guard_never_over_admit() {
     }
     assert_eq!(allowed, 15);
     assert_eq!(runs.load(Ordering::SeqCst), 15);
+}
+
+#[tokio::test]
+async fn an_application_shapes_its_own_refusals() {
+    let limiter = Limiter::new(MemoryStore::new());
+    let (calls, _) = rules();
+    let guard = Guard::new(limiter)
+        .rule(&calls, |call| {
+            Some(vec![call.segment(1)?.into(), "me".into()])
+        })
+        .on_rejection(|rejection| {
+            let text = match rejection {
+                Rejection::Limited { limited, .. } => {
+                    format!(
+                        "slow down: {} for {} s",
+                        limited.limit(),
+                        limited.retry_after()
+                    )
+                }
+                other => format!("refused: {}", other.status()),
+            };
+            let mut response = axum::response::Response::new(axum::body::Body::from(text));
+            *response.status_mut() = StatusCode::IM_A_TEAPOT;
+            response
+        });
+    let service = guard.layer(tower::service_fn(|_: Request<String>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
+    }));
+    let ask = || {
+        let service = service.clone();
+        async move {
+            let request = Request::post("/sites/docs/ask")
+                .body(String::new())
+                .unwrap();
+            service.oneshot(request).await.unwrap()
+        }
+    };
+    for _ in 0..15 {
+        assert_eq!(ask().await.status(), StatusCode::OK);
+    }
+    let refused = ask().await;
+    assert_eq!(refused.status(), StatusCode::IM_A_TEAPOT);
+    let body = axum::body::to_bytes(refused.into_body(), 1_024)
+        .await
+        .unwrap();
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    assert!(text.starts_with("slow down: calls for "), "{text}");
 }
