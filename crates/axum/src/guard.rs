@@ -1,5 +1,6 @@
 //! [`Guard`]: checks a route's limits before its handler runs.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -44,6 +45,10 @@ pub enum KeyPart {
     /// it). A call without it, with it twice or not as text is answered 400,
     /// whose text names no header (the header is logged at debug level).
     Header(&'static str),
+    /// The path segment at this position ([`Call::segment`]), for services
+    /// without axum's path parameters. A call whose path has none there
+    /// (or not UTF-8 once percent-decoded) is answered 400.
+    Segment(usize),
 }
 
 /// A rule of a guard: how to key it and what one call costs.
@@ -186,6 +191,12 @@ impl Guard {
                             );
                             Unkeyed::BadRequest
                         }),
+                        KeyPart::Segment(index) => {
+                            return call
+                                .segment(*index)
+                                .map(Cow::into_owned)
+                                .ok_or(Unkeyed::BadRequest);
+                        }
                     };
                     value.map(str::to_owned)
                 })
@@ -220,26 +231,27 @@ impl Guard {
     }
 
     /// How the check spends budget: as [`mode`](Guard::mode) set it, else
-    /// [`Mode::Reserve`] (all or nothing) when a rule is a budget shared
-    /// beyond one caller, so that refused callers cannot drain it: a rule
-    /// that is not public, or keyed by fewer parts than another rule of the
-    /// guard (`ask-site` by project beside `ask` by project and visitor);
-    /// else [`Mode::Count`] (every call counted, as the seed's fail-open
-    /// routes are).
+    /// [`Mode::Reserve`] (all or nothing) when a rule may be a budget shared
+    /// beyond the caller another rule limits, so that callers refused by
+    /// that rule cannot drain it: a rule that is not public, or rules keyed
+    /// by different parts (`ask-site` by project beside `ask` by project and
+    /// visitor, or one by project beside one by visitor); else
+    /// [`Mode::Count`] (every call counted, as the seed's fail-open routes
+    /// are, each with one rule).
     pub fn spends(&self) -> Mode {
         if let Some(mode) = self.mode {
             return mode;
         }
-        let most = self
-            .rules
-            .iter()
-            .map(|c| c.rule.key_parts().len())
-            .max()
-            .unwrap_or(0);
+        fn keys(c: &Checked) -> Vec<&str> {
+            let mut parts: Vec<&str> = c.rule.key_parts().iter().map(|p| &**p).collect();
+            parts.sort_unstable();
+            parts
+        }
+        let first = self.rules.first().map(keys);
         let shared = self
             .rules
             .iter()
-            .any(|c| !c.rule.is_public() || c.rule.key_parts().len() < most);
+            .any(|c| !c.rule.is_public() || Some(keys(c)) != first);
         if shared { Mode::Reserve } else { Mode::Count }
     }
 
@@ -397,16 +409,21 @@ impl<'a> Call<'a> {
     }
 
     /// The path's segment at `index` (0 is the first after the leading
-    /// `/`), as sent (not percent-decoded); `None` past the last or when
-    /// empty. For services without axum's path parameters: `/sites/docs/ask`
-    /// has `docs` at 1.
-    pub fn segment(&self, index: usize) -> Option<&'a str> {
+    /// `/`), percent-decoded as axum decodes path parameters (so that
+    /// `/sites/%64ocs/ask` and `/sites/docs/ask` key alike); `None` past the
+    /// last, when empty, or when not UTF-8 once decoded. For services
+    /// without axum's path parameters: `/sites/docs/ask` has `docs` at 1.
+    /// A key function that returns `None` for a call is answered 500, as a
+    /// misconfigured route; [`KeyPart::Segment`] answers such a call 400.
+    pub fn segment(&self, index: usize) -> Option<Cow<'a, str>> {
         let path = self.parts.uri.path();
-        path.strip_prefix('/')
+        let raw = path
+            .strip_prefix('/')
             .unwrap_or(path)
             .split('/')
             .nth(index)
-            .filter(|segment| !segment.is_empty())
+            .filter(|segment| !segment.is_empty())?;
+        percent_encoding::percent_decode_str(raw).decode_utf8().ok()
     }
 
     /// The request extension of type `T`: e.g. the principal an

@@ -658,6 +658,20 @@ async fn a_guard_holding_a_shared_budget_reserves_unless_told_otherwise() {
     // explicit mode wins.
     let solo = Guard::new(memory_limiter()).rule(&ask, |_| Some(vec!["p".into(), "v".into()]));
     assert_eq!(solo.spends(), Mode::Count);
+    // Rules keyed by different parts of one arity: a visitor refused by
+    // one would still spend the other's (one site's) budget.
+    let by_site = rule("runs", 50, Window::DAY);
+    let by_visitor = Rule::new("per-visitor", 5, Window::DAY)
+        .and_then(|r| r.with_key(&["visitor"]))
+        .unwrap();
+    let crossed = Guard::new(memory_limiter())
+        .rule(&by_site, |_| Some(vec!["p".into()]))
+        .rule(&by_visitor, |_| Some(vec!["v".into()]));
+    assert_eq!(crossed.spends(), Mode::Reserve);
+    let same = Guard::new(memory_limiter())
+        .rule(&by_site, |_| Some(vec!["p".into()]))
+        .rule(&rule("tokens", 9, Window::DAY), |_| Some(vec!["p".into()]));
+    assert_eq!(same.spends(), Mode::Count);
     let hidden = rule("runs", 5, Window::DAY).with_public(false);
     let private = Guard::new(memory_limiter()).rule(&hidden, |_| Some(vec!["p".into()]));
     assert_eq!(private.spends(), Mode::Reserve);

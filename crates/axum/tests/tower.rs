@@ -16,7 +16,7 @@ use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tollgate_axum::{Guard, Rejection};
+use tollgate_axum::{Guard, KeyPart, Rejection};
 use tollgate_core::{Limiter, Mode, Rule, Window};
 use tollgate_memory::MemoryStore;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
@@ -35,15 +35,19 @@ fn rules() -> (Rule, Rule) {
     (calls, site)
 }
 
-/// A guard keyed by the path's second segment and the principal.
+/// A guard keyed by the path's second segment and the principal: `site`
+/// by a declared key part (a path without that segment: 400, before any
+/// other rule is keyed), `calls` by a key function (whose `None` would be
+/// a 500: a misconfigured route).
 fn guard(limiter: Limiter) -> Guard {
     let (calls, site) = rules();
     Guard::new(limiter)
+        .keyed(&site, &[KeyPart::Segment(1)])
+        .unwrap()
         .rule(&calls, |call| {
             let principal = call.extension::<Principal>()?;
             Some(vec![call.segment(1)?.into(), principal.0.clone()])
         })
-        .rule(&site, |call| Some(vec![call.segment(1)?.into()]))
 }
 
 /// The handler: counts its runs.
@@ -94,14 +98,24 @@ async fn a_plain_hyper_service_is_guarded_by_segment_and_principal() {
         }
     });
     let client = reqwest::Client::new();
-    let ask = |user: &'static str| {
+    let ask_at = |path: &'static str, user: &'static str| {
         client
-            .post(format!("http://{addr}/sites/docs/ask"))
+            .post(format!("http://{addr}{path}"))
             .header("x-user", user)
             .send()
     };
+    let ask = |user: &'static str| ask_at("/sites/docs/ask", user);
+    // The declared segment missing: 400, nothing counted, no handler.
+    let bad = ask_at("/", "alice").await.unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
     for i in 0..15 {
-        let response = ask("alice").await.unwrap();
+        // Percent-encoded, `docs` is the same site and budget.
+        let path = if i % 2 == 0 {
+            "/sites/docs/ask"
+        } else {
+            "/sites/%64ocs/ask"
+        };
+        let response = ask_at(path, "alice").await.unwrap();
         assert_eq!(response.status(), StatusCode::OK, "ask {}", i + 1);
         assert!(response.headers().contains_key("ratelimit-policy"));
         assert_eq!(response.text().await.unwrap(), "answered");
@@ -129,7 +143,7 @@ async fn a_plain_hyper_service_is_guarded_by_segment_and_principal() {
 async fn racing_requests_through_clones_of_one_guard_never_over_admit() {
     let limiter = Limiter::new(MemoryStore::new());
     let (calls, site) = rules();
-    let guard = Guard::new(limiter)
+    let guard = Guard::new(limiter.clone())
         .rule(&calls, |call| {
             Some(vec![call.segment(1)?.into(), "all".into()])
         })
@@ -164,6 +178,10 @@ async fn racing_requests_through_clones_of_one_guard_never_over_admit() {
     }
     assert_eq!(allowed, 15);
     assert_eq!(runs.load(Ordering::SeqCst), 15);
+    // Reserved all or nothing: the 185 refused spent nothing of `site`.
+    let site = site.limit(&["race"]).unwrap();
+    let left = limiter.remaining(&[site]).await.unwrap();
+    assert_eq!(left[0].remaining(), 1_000 - 15);
 }
 
 #[tokio::test]

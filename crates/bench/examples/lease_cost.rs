@@ -1,5 +1,6 @@
 //! What a concurrency limit adds to a check, on a private redis-server (or
-//! the store `STORE_URL` names):
+//! the store whose URL is the third argument; a persistent store keeps the
+//! leases of an earlier run: give it a fresh one):
 //! checks/s of the seed's 4-limit Ask AI reservation (`ask-burst`, `ask`,
 //! `ask-site`, `ask-all`) against the same check with `ask-inflight` added
 //! (a lease taken in the same script call), the lease either released at

@@ -145,3 +145,44 @@ async fn a_malformed_lease_argument_makes_the_call_write_nothing() {
         assert_eq!(exists, 0, "{bad}: a write");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_before_a_full_counter_is_neither_taken_nor_taken_back() {
+    let server = RedisServer::start();
+    let mut admin = admin(&server.url()).await;
+    let id = tollgate_test_support::unique();
+    let (set, full) = (
+        format!("limit:inflight:{id}:lease"),
+        format!("limit:ask:{id}:1"),
+    );
+    let _: () = redis::cmd("SET")
+        .arg(&full)
+        .arg("1")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let cutoff = cutoff();
+    let lease = format!("60000:1:5#{:032x}", 0xc3u8);
+    // The set fits, then the counter's INCRBY goes past its max of 1: the
+    // fast path takes its increment back (passing the set over) and the
+    // exact path refuses the whole call.
+    let reply = check(
+        &mut admin,
+        &[&set, &full],
+        &["0", "r2.0", &cutoff, &lease, "60000:1:1"],
+    )
+    .await;
+    assert_eq!(numbers(&reply), [0, 0, 1, 0, 0], "{reply:?}");
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&set)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0, "a refused call took a lease");
+    let count: String = redis::cmd("GET")
+        .arg(&full)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(count, "1");
+}

@@ -233,7 +233,8 @@ pub struct Reservation {
 ///   set holds it), ending `ttl` later, and a reservation fits it when
 ///   that count plus 1 is within its max, or when the set holds the
 ///   call's lease already (a retry of the call applied without its
-///   record, as Redis Cluster sends one while a slot migrates). The set lives until its last
+///   record, as Redis Cluster sends one while a slot migrates; a store
+///   that records every call with its write never sees one). The set lives until its last
 ///   lease ends (a key without leases is removed). After the priors'
 ///   counts, [`count`](CounterStore::count) and
 ///   [`reserve`](CounterStore::reserve) answer, per lease counter in
