@@ -242,16 +242,18 @@ impl Guard {
         if let Some(mode) = self.mode {
             return mode;
         }
-        fn keys(c: &Checked) -> Vec<&str> {
-            let mut parts: Vec<&str> = c.rule.key_parts().iter().map(|p| &**p).collect();
-            parts.sort_unstable();
-            parts
-        }
-        let first = self.rules.first().map(keys);
+        // Asked per call: compared in place, without allocating.
+        let first = self.rules.first().map(|c| c.rule.key_parts());
+        let same_parts = |c: &Checked| {
+            let parts = c.rule.key_parts();
+            first.is_some_and(|first| {
+                first.len() == parts.len() && parts.iter().all(|p| first.contains(p))
+            })
+        };
         let shared = self
             .rules
             .iter()
-            .any(|c| !c.rule.is_public() || Some(keys(c)) != first);
+            .any(|c| !c.rule.is_public() || !same_parts(c));
         if shared { Mode::Reserve } else { Mode::Count }
     }
 

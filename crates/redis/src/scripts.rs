@@ -336,11 +336,13 @@ end
 -- expired leases were removed from each (`gone[i]`); or nil and an error
 -- reply. A lease counter's set loses its expired leases (those ending at
 -- or before now), after every other counter is read, and counts its
--- leases.
-local function read(k, n, a)
+-- leases; unless `held[i]` gives its count already (swept by the caller).
+local function read(k, n, a, held)
   local counts, gone = {}, nil
   for i = 1, n do
-    if a and counters[ARGV[a + i]].lease then
+    if held and held[i] then
+      counts[i] = held[i]
+    elseif a and counters[ARGV[a + i]].lease then
       gone = gone or {}
       gone[i] = 0
     else
@@ -579,7 +581,7 @@ local function reserve_leased(k, a, n)
     end
   end
   if not fits then
-    local counts, err = read(k, n, a)
+    local counts, err = read(k, n, a, held)
     if not counts then
       return err
     end
@@ -760,18 +762,15 @@ if specials then
       local x = r * part
       return (held - r) / whole * part + (x - math.fmod(x, whole)) / whole
     end
-    -- `leased`: a lease counter; `floored`: that or a floor; `other`: a
-    -- floor or a prior.
-    local keyed, floored, leased, other = 0, false, false, false
+    -- Whether the call has a prior, a floored counter, a lease counter.
+    local keyed, priored, floored, leased = 0, false, false, false
     for i = 1, n do
       local counter = counters[ARGV[a + i]]
       if counter.prior then
-        keyed = keyed + counter.prior.keyed
-        other = true
+        keyed, priored = keyed + counter.prior.keyed, true
       end
+      floored = floored or counter.floor > 0
       leased = leased or counter.lease ~= nil
-      other = other or counter.floor > 0
-      floored = floored or counter.floor > 0 or counter.lease ~= nil
     end
     local values, err = read(k + n, keyed)
     if not values then
@@ -791,13 +790,13 @@ if specials then
       end
     end
     local reply, gone, at
-    if heads[ARGV[a - 1]].code == 'r' and leased and not other then
+    if heads[ARGV[a - 1]].code == 'r' and leased and not (priored or floored) then
       reply, gone = reserve_leased(k, a, n)
       at = n + 1
     elseif heads[ARGV[a - 1]].code == 'r' then
       reply, gone = reserve_exact(k, a, n, weighed)
       at = n + 1
-    elseif floored then
+    elseif floored or leased then
       reply, gone = count_exact(k, a, n)
       at = n
     else

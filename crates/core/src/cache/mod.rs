@@ -114,29 +114,27 @@ impl LocalCache {
         let mut counts = Vec::new();
         let mut full = false;
         for limit in limits {
-            match limit.rule().algorithm() {
-                Algorithm::Fixed => {}
-                // Passed over: the check's fixed windows decide.
-                Algorithm::Concurrency => {
-                    if counts.capacity() == 0 {
-                        counts = Vec::with_capacity(limits.len());
+            let count = match limit.rule().algorithm() {
+                Algorithm::Fixed => {
+                    let index = limit.rule().window().index(secs);
+                    let seen = inner.get(limit.stored(), index)?;
+                    if !self.answers(seen, now) {
+                        return None;
                     }
-                    counts.push(0);
-                    continue;
+                    full |= !limit.fits(seen.count);
+                    seen.count
                 }
+                // Passed over (no lease counted): the check's fixed
+                // windows decide.
+                Algorithm::Concurrency => 0,
                 // A sliding window's or a GCRA bucket's count falls with
                 // time: only the store answers it.
                 Algorithm::Sliding | Algorithm::Gcra => return None,
-            }
-            let seen = inner.get(limit.stored(), limit.rule().window().index(secs))?;
-            if !self.answers(seen, now) {
-                return None;
-            }
-            full |= !limit.fits(seen.count);
+            };
             if counts.capacity() == 0 {
                 counts = Vec::with_capacity(limits.len());
             }
-            counts.push(seen.count);
+            counts.push(count);
         }
         full.then_some(counts)
     }
