@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{FromRequestParts, RawPathParams};
+use http::HeaderMap;
 use http::request::Parts;
 use tollgate_core::{Error as CoreError, Limit, Limiter, Mode, Policy, Rule, Verdict, Visitor};
 
@@ -294,6 +295,19 @@ impl Guard {
             Some(respond) => respond(&rejection),
             None => rejection.into_response(),
         }
+    }
+
+    /// The response to the refusal of a request with these `headers`: a
+    /// gRPC request's is its gRPC status (feature `tonic`, [`grpc`](crate::grpc)),
+    /// unless [`on_rejection`](Guard::on_rejection) shapes every refusal.
+    pub(crate) fn refuse(&self, headers: &HeaderMap, rejection: Rejection) -> Response {
+        #[cfg(feature = "tonic")]
+        if self.respond.is_none() && crate::grpc::is_grpc(headers) {
+            return crate::grpc::respond(&rejection);
+        }
+        #[cfg(not(feature = "tonic"))]
+        let _ = headers;
+        self.respond(rejection)
     }
 
     /// Checks one call: its verdict when allowed (also put in the request

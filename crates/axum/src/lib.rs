@@ -5,6 +5,8 @@ pub mod cloudflare;
 mod error;
 mod extract;
 pub mod fields;
+#[cfg(feature = "tonic")]
+pub mod grpc;
 mod guard;
 mod held;
 mod network;

@@ -58,7 +58,7 @@ where
             let (mut parts, body) = request.into_parts();
             let verdict = match guard.admit(&mut parts).await {
                 Ok(verdict) => verdict,
-                Err(rejection) => return Ok(guard.respond(rejection)),
+                Err(rejection) => return Ok(guard.refuse(&parts.headers, rejection)),
             };
             let response = inner.call(Request::from_parts(parts, body)).await?;
             let mut response = response.into_response();

@@ -3,8 +3,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::ConnectInfo;
-use http::HeaderMap;
 use http::request::Parts;
+use http::{Extensions, HeaderMap};
 use tollgate_core::Visitor;
 
 use crate::{AddressSource, Error, Network, Trust};
@@ -83,10 +83,30 @@ impl VisitorSource {
     /// production mode; [`Error::MalformedAddress`] when it gives something
     /// that is not an IP address (in either mode).
     pub fn visitor(&self, parts: &Parts) -> Result<Visitor, Error> {
+        self.visitor_from(peer(&parts.extensions), &parts.headers)
+    }
+
+    /// The visitor of a call from `peer` (the address that connected, if
+    /// known) and its `headers`, for servers that do not keep the request
+    /// head as [`Parts`] (a gRPC handler: [`grpc::visitor`](crate::grpc::visitor)).
+    ///
+    /// # Errors
+    ///
+    /// As [`visitor`](VisitorSource::visitor).
+    pub fn visitor_from(
+        &self,
+        peer: Option<IpAddr>,
+        headers: &HeaderMap,
+    ) -> Result<Visitor, Error> {
+        let peer = peer.ok_or(Error::MissingAddress(AddressSource::Peer));
         let found = match &self.trust {
-            Trust::Peer => peer(parts).ok_or(Error::MissingAddress(AddressSource::Peer)),
-            Trust::CfConnectingIp(edges) => cf_connecting_ip(parts, edges),
-            Trust::XForwardedFor(proxies) => forwarded_for(parts, proxies),
+            Trust::Peer => peer,
+            Trust::CfConnectingIp(edges) => {
+                peer.and_then(|peer| cf_connecting_ip(peer, headers, edges))
+            }
+            Trust::XForwardedFor(proxies) => {
+                peer.and_then(|peer| forwarded_for(peer, headers, proxies))
+            }
         };
         match found {
             Ok(ip) => Ok(Visitor::from_ip(ip)),
@@ -104,19 +124,24 @@ impl VisitorSource {
     }
 }
 
-fn peer(parts: &Parts) -> Option<IpAddr> {
-    let ConnectInfo(addr) = parts.extensions.get::<ConnectInfo<SocketAddr>>()?;
-    Some(addr.ip())
+/// The peer address axum's `ConnectInfo` (or, with the `tonic` feature,
+/// tonic's server) recorded in a request's extensions.
+fn peer(extensions: &Extensions) -> Option<IpAddr> {
+    let axum = extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip());
+    #[cfg(feature = "tonic")]
+    let axum = axum.or_else(|| crate::grpc::peer(extensions));
+    axum
 }
 
 /// The client per `cf-connecting-ip` when the peer is inside `edges`; the
 /// peer otherwise.
-fn cf_connecting_ip(parts: &Parts, edges: &[Network]) -> Result<IpAddr, Error> {
-    let peer = peer(parts).ok_or(Error::MissingAddress(AddressSource::Peer))?;
+fn cf_connecting_ip(peer: IpAddr, headers: &HeaderMap, edges: &[Network]) -> Result<IpAddr, Error> {
     if edges.iter().any(|net| net.contains(peer)) {
-        return cf_connecting_ip_header(&parts.headers);
+        return cf_connecting_ip_header(headers);
     }
-    if parts.headers.contains_key(CF_CONNECTING_IP) {
+    if headers.contains_key(CF_CONNECTING_IP) {
         tracing::debug!(
             %peer,
             "cf-connecting-ip ignored: the peer is not in the trusted networks"
@@ -147,15 +172,14 @@ fn cf_connecting_ip_header(headers: &HeaderMap) -> Result<IpAddr, Error> {
 /// The client per `X-Forwarded-For`: walking from the peer leftwards through
 /// the header, the first address outside the trusted proxies; the leftmost
 /// address when every hop is trusted.
-fn forwarded_for(parts: &Parts, proxies: &[Network]) -> Result<IpAddr, Error> {
+fn forwarded_for(peer: IpAddr, headers: &HeaderMap, proxies: &[Network]) -> Result<IpAddr, Error> {
     let source = AddressSource::XForwardedFor;
-    let peer = peer(parts).ok_or(Error::MissingAddress(AddressSource::Peer))?;
     let trusted = |ip: IpAddr| proxies.iter().any(|net| net.contains(ip));
     if !trusted(peer) {
         return Ok(peer);
     }
     let mut hops = Vec::new();
-    for value in parts.headers.get_all(X_FORWARDED_FOR) {
+    for value in headers.get_all(X_FORWARDED_FOR) {
         let text = value
             .to_str()
             .map_err(|_| Error::MalformedAddress(source))?;
