@@ -23,6 +23,7 @@ use tollgate::axum::{
 use tollgate::{Deliveries, Limit, Limiter, MarkStore, Mode, Policy, Rule, RuleSet, Verdict};
 
 use crate::Work;
+use crate::grpc::AskService;
 use crate::signature::{SIGNATURE_HEADER, SignatureError, WebhookSecret};
 
 /// The header GitHub names each webhook delivery with.
@@ -32,17 +33,28 @@ pub const DELIVERY_HEADER: &str = "x-github-delivery";
 /// `github-delivery:<id>`.
 pub const DELIVERY_PREFIX: &str = "github-delivery:";
 
+/// What the demo's routes and its gRPC service share.
 #[derive(Clone, Debug)]
-struct Demo {
-    work: Arc<Work>,
-    limiter: Limiter,
+pub(crate) struct Demo {
+    pub(crate) work: Arc<Work>,
+    pub(crate) limiter: Limiter,
     deliveries: Deliveries,
-    ask: Arc<AskRules>,
-    visitors: VisitorSource,
+    pub(crate) ask: Arc<AskRules>,
+    pub(crate) visitors: VisitorSource,
     /// The GitHub webhook's secret; `None`: deliveries are unverified.
     github_secret: Option<WebhookSecret>,
     /// How long the fake provider takes to answer.
-    provider_delay: Duration,
+    pub(crate) provider_delay: Duration,
+}
+
+/// The demo's services: [`services_with`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Services {
+    /// The HTTP routes ([`app_with`]).
+    pub http: Router,
+    /// The gRPC `tollgate.demo.v1.Ask` service.
+    pub grpc: AskService,
 }
 
 /// What the demo's router is set up with beyond its store and rules.
@@ -63,7 +75,7 @@ impl FromRef<Demo> for VisitorSource {
 
 /// The five limits of an Ask AI call, checked together, all-or-nothing.
 #[derive(Debug)]
-struct AskRules {
+pub(crate) struct AskRules {
     burst: Rule,
     ask: Rule,
     site: Rule,
@@ -75,7 +87,7 @@ struct AskRules {
     inflight_site: Option<Rule>,
     /// The largest ask body read: [`max_ask_body`] of `tokens`' max, at
     /// most [`MAX_ASK_BODY`].
-    max_body: u64,
+    pub(crate) max_body: u64,
 }
 
 impl AskRules {
@@ -111,7 +123,7 @@ impl AskRules {
 
     /// The limits of one question from `visitor` on `project`, reserving
     /// `estimate` tokens.
-    fn limits(
+    pub(crate) fn limits(
         &self,
         project: &str,
         visitor: &str,
@@ -295,6 +307,23 @@ pub fn app_with(
     visitors: VisitorSource,
     settings: Settings,
 ) -> Result<Router, tollgate::Error> {
+    services_with(limiter, marks, rules, visitors, settings).map(|services| services.http)
+}
+
+/// The demo's HTTP router ([`app_with`]) and its gRPC `Ask` service
+/// ([`AskService`]), sharing one limiter, one set of rules and one record of
+/// the work done: an ask over either is counted against the same limits.
+///
+/// # Errors
+///
+/// As [`app_with`].
+pub fn services_with(
+    limiter: Limiter,
+    marks: impl MarkStore,
+    rules: &RuleSet,
+    visitors: VisitorSource,
+    settings: Settings,
+) -> Result<Services, tollgate::Error> {
     // Before the first check, so that every check is recorded.
     crate::prometheus();
     let runs = Guard::new(limiter.clone())
@@ -312,21 +341,24 @@ pub fn app_with(
         github_secret: settings.github_secret,
         provider_delay: settings.provider_delay,
     };
-    Ok(Router::new()
-        .route("/sites/{project}/ask", post(answer))
-        // The org is checked before the guard counts it: the layer added
-        // last runs first.
-        .route(
-            "/orgs/{org}/runs",
-            post(start_run)
-                .route_layer(runs)
-                .route_layer(middleware::from_fn(valid_org)),
-        )
-        .route("/webhooks/github", post(github_webhook))
-        .route("/stats", get(stats))
-        .route("/healthz", get(healthz))
-        .with_state(demo)
-        .layer(middleware::from_fn(log_request)))
+    Ok(Services {
+        grpc: AskService::new(demo.clone()),
+        http: Router::new()
+            .route("/sites/{project}/ask", post(answer))
+            // The org is checked before the guard counts it: the layer added
+            // last runs first.
+            .route(
+                "/orgs/{org}/runs",
+                post(start_run)
+                    .route_layer(runs)
+                    .route_layer(middleware::from_fn(valid_org)),
+            )
+            .route("/webhooks/github", post(github_webhook))
+            .route("/stats", get(stats))
+            .route("/healthz", get(healthz))
+            .with_state(demo)
+            .layer(middleware::from_fn(log_request)),
+    })
 }
 
 /// The body of an Ask AI call; an empty body is an empty question.
@@ -398,7 +430,7 @@ pub fn max_ask_body(max_tokens: u64) -> u64 {
 
 /// The fake provider call: a deterministic answer, and the tokens it used
 /// (the question's, plus 64 to 319 for the answer; never over the estimate).
-fn provider(question: &str) -> (String, u64) {
+pub(crate) fn provider(question: &str) -> (String, u64) {
     let answer_tokens = 64 + (question.len() as u64 % 256);
     let used = (question.len() as u64).div_ceil(4) + answer_tokens;
     (

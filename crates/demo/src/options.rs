@@ -78,6 +78,12 @@ pub struct Options {
     #[arg(long, env = "TOLLGATE_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
 
+    /// Where to serve the gRPC `tollgate.demo.v1.Ask` service (over
+    /// HTTP/2 without TLS), e.g. 127.0.0.1:50051: the ask route's rules,
+    /// visitor identity and store. Not served when unset.
+    #[arg(long, env = "TOLLGATE_GRPC_LISTEN", value_name = "ADDR")]
+    pub grpc_listen: Option<SocketAddr>,
+
     /// Open connections at most; past it, new connections wait to be accepted.
     #[arg(
         long,
@@ -134,6 +140,7 @@ impl fmt::Debug for Options {
             trusted_proxies,
             header_timeout,
             metrics_listen,
+            grpc_listen,
             max_connections,
             dev,
             github_secret,
@@ -147,6 +154,7 @@ impl fmt::Debug for Options {
             .field("trusted_proxies", trusted_proxies)
             .field("header_timeout", header_timeout)
             .field("metrics_listen", metrics_listen)
+            .field("grpc_listen", grpc_listen)
             .field("max_connections", max_connections)
             .field("dev", dev)
             .field("github_secret", github_secret)

@@ -10,8 +10,9 @@ use tokio::net::TcpListener;
 use tollgate::axum::Trust;
 use tollgate::url::shown;
 use tollgate::{Limiter, OpenError, RuleSet};
+use tonic::transport::server::TcpIncoming;
 
-use crate::{Options, Settings, app_with, serve_with};
+use crate::{Options, Settings, serve_with, services_with};
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +90,7 @@ pub async fn run(
             "no --github-secret (GITHUB_WEBHOOK_SECRET): webhook deliveries are unverified; anyone can send one"
         );
     }
-    let router = app_with(
+    let services = services_with(
         Limiter::new(store.clone()),
         store,
         &rules,
@@ -127,6 +128,25 @@ pub async fn run(
             std::future::pending(),
         ));
     }
+    let grpc = match options.grpc_listen {
+        Some(addr) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Listen { addr, source })?;
+            let grpc_addr = listener.local_addr().map_err(StartError::Serve)?;
+            tracing::info!("gRPC tollgate.demo.v1.Ask on http://{grpc_addr}");
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            let server = tonic::transport::Server::builder()
+                .add_service(services.grpc.into_server())
+                .serve_with_incoming(incoming);
+            Some(tokio::spawn(async move {
+                if let Err(err) = server.await {
+                    tracing::error!(error = %err, "the gRPC server failed");
+                }
+            }))
+        }
+        None => None,
+    };
     // The store as every tollgate program names it: its scheme and host,
     // never its user information, path or query (nor a text that is not a
     // store URL).
@@ -141,7 +161,9 @@ pub async fn run(
         webhooks = if options.github_secret.is_some() { "signed" } else { "unverified" },
         "listening on http://{addr}"
     );
-    serve_with(listener, router, options.limits(), shutdown)
-        .await
-        .map_err(StartError::Serve)
+    let served = serve_with(listener, services.http, options.limits(), shutdown).await;
+    if let Some(grpc) = grpc {
+        grpc.abort();
+    }
+    served.map_err(StartError::Serve)
 }

@@ -31,6 +31,7 @@ pub(crate) fn command() -> Command {
         "TOLLGATE_HEADER_TIMEOUT",
         "TOLLGATE_MAX_CONNECTIONS",
         "TOLLGATE_METRICS_LISTEN",
+        "TOLLGATE_GRPC_LISTEN",
         "GITHUB_WEBHOOK_SECRET",
         "UPSTASH_REDIS_REST_URL",
         "UPSTASH_REDIS_REST_TOKEN",
@@ -109,6 +110,17 @@ impl Running {
             lines,
             child,
         }
+    }
+
+    /// `http://ADDR` of the gRPC service, as the demo said before it
+    /// listened (started with `--grpc-listen`).
+    pub(crate) fn grpc(&self) -> String {
+        self.before
+            .iter()
+            .find_map(|line| line.split("gRPC tollgate.demo.v1.Ask on ").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no gRPC address in {:?}", self.before))
+            .to_owned()
     }
 
     /// The URL of `path` on the demo.

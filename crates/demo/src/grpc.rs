@@ -1,0 +1,100 @@
+//! Ask AI over gRPC: `tollgate.demo.v1.Ask/Ask` (`proto/tollgate/demo/v1/ask.proto`),
+//! behind the same rules, visitor identity and store as `POST /sites/{project}/ask`.
+//!
+//! The project is in the message, not the path, so the handler checks the
+//! limits itself once tonic has decoded the request (at most the HTTP
+//! route's largest body), before any work: `ask-burst`, `ask`, `ask-site`,
+//! `ask-all`, `ask-tokens` (estimated from the question) and the in-flight
+//! rules, in one all-or-nothing, fail-closed reservation. A refusal is the
+//! status [`tollgate::axum::grpc::status`] maps it to: `RESOURCE_EXHAUSTED`
+//! with `RetryInfo` and `QuotaFailure`, `UNAVAILABLE` with `RetryInfo`, or
+//! `INVALID_ARGUMENT`. The visitor is the gRPC peer, or what the trusted
+//! metadata says (`--trust`), as for HTTP. An answer carries the
+//! `ratelimit-policy` and `ratelimit` metadata; its in-flight leases end
+//! when the handler returns its answer.
+
+use tollgate::axum::{Rejection, check, grpc};
+use tollgate::{Mode, Policy};
+use tonic::{Request, Response, Status};
+
+use crate::app::{Demo, provider};
+use crate::{MAX_NAME_LEN, estimate_tokens, is_valid_name};
+
+/// The code generated from `proto/tollgate/demo/v1/ask.proto`: the
+/// messages, the server and the client.
+#[allow(missing_docs, unreachable_pub, clippy::all)]
+pub mod proto {
+    tonic::include_proto!("tollgate.demo.v1");
+}
+
+use proto::ask_server::{Ask, AskServer};
+use proto::{AskReply, AskRequest};
+
+/// The `Ask` service; serve it with [`AskService::into_server`].
+#[derive(Clone, Debug)]
+pub struct AskService {
+    demo: Demo,
+}
+
+impl AskService {
+    pub(crate) fn new(demo: Demo) -> AskService {
+        AskService { demo }
+    }
+
+    /// The tonic service, decoding requests of at most the HTTP route's
+    /// largest ask body.
+    pub fn into_server(self) -> AskServer<AskService> {
+        let max = usize::try_from(self.demo.ask.max_body).unwrap_or(usize::MAX);
+        AskServer::new(self).max_decoding_message_size(max)
+    }
+}
+
+#[tonic::async_trait]
+impl Ask for AskService {
+    async fn ask(&self, request: Request<AskRequest>) -> Result<Response<AskReply>, Status> {
+        let result = self.answer(request).await;
+        let code = match &result {
+            Ok(_) => tonic::Code::Ok,
+            Err(status) => status.code(),
+        };
+        tracing::info!(rpc = "tollgate.demo.v1.Ask/Ask", code = ?code, "grpc call");
+        result
+    }
+}
+
+impl AskService {
+    async fn answer(&self, request: Request<AskRequest>) -> Result<Response<AskReply>, Status> {
+        let demo = &self.demo;
+        let visitor = grpc::visitor(&demo.visitors, &request)?;
+        let AskRequest { project, question } = request.into_inner();
+        if !is_valid_name(&project) {
+            return Err(Status::invalid_argument(format!(
+                "the project must be 1 to {MAX_NAME_LEN} of a-z, 0-9, '-', '_' and '.', \
+                 starting with a letter or digit"
+            )));
+        }
+        let refused = |rejection: Rejection| grpc::status(&rejection);
+        let limits = demo
+            .ask
+            .limits(&project, visitor.as_str(), estimate_tokens(&question))
+            .map_err(|err| refused(Rejection::from(err)))?;
+        let verdict = check(&demo.limiter, &limits, Mode::Reserve, Policy::FailClosed)
+            .await
+            .map_err(refused)?;
+        if !demo.provider_delay.is_zero() {
+            tokio::time::sleep(demo.provider_delay).await;
+        }
+        let (answer, used) = provider(&question);
+        demo.work.ask(used);
+        if let Err(err) = demo.limiter.settle(&verdict, "ask-tokens", used).await {
+            tracing::warn!(error = %err, "settling ask-tokens failed; the estimate stays spent");
+        }
+        let mut response = Response::new(AskReply {
+            answer,
+            tokens: used,
+        });
+        grpc::insert_fields(&verdict, response.metadata_mut());
+        // The verdict's leases end here, with the answer.
+        Ok(response)
+    }
+}

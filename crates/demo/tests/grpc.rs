@@ -1,0 +1,204 @@
+//! The demo's gRPC `tollgate.demo.v1.Ask` service, called by a tonic client
+//! generated from the repository's `.proto`, over loopback: the binary
+//! started with `--grpc-listen` answers 15 asks and then refuses with
+//! `RESOURCE_EXHAUSTED` whose `RetryInfo` is the wait the HTTP route's
+//! `Retry-After` gives that visitor; gRPC and HTTP asks count against the
+//! same limits; an invalid project is `INVALID_ARGUMENT` and counts
+//! nothing; a failing store is `UNAVAILABLE` with `RetryInfo`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/demo_binary.rs"]
+mod demo_binary;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use tokio::net::TcpListener;
+use tollgate::axum::{Trust, VisitorSource};
+use tollgate::memory::MemoryStore;
+use tollgate::{Fault, Faulty, Limiter, RuleSet};
+use tollgate_demo::grpc::proto::AskRequest;
+use tollgate_demo::grpc::proto::ask_client::AskClient;
+use tollgate_demo::{Settings, serve, services_with};
+use tonic::Code;
+use tonic::transport::Channel;
+use tonic::transport::server::TcpIncoming;
+use tonic_types::StatusExt;
+
+use demo_binary::Running;
+
+async fn ask(
+    client: &mut AskClient<Channel>,
+    project: &str,
+) -> Result<tonic::Response<tollgate_demo::grpc::proto::AskReply>, tonic::Status> {
+    client
+        .ask(AskRequest {
+            project: project.into(),
+            question: "How do I install it?".into(),
+        })
+        .await
+}
+
+/// The wait of a `RESOURCE_EXHAUSTED` or `UNAVAILABLE` status, in seconds.
+fn retry_delay(status: &tonic::Status) -> u64 {
+    let delay = status
+        .get_details_retry_info()
+        .and_then(|info| info.retry_delay)
+        .unwrap_or_else(|| panic!("no RetryInfo in {status:?}"));
+    assert_eq!(delay.subsec_nanos(), 0, "{delay:?}");
+    delay.as_secs()
+}
+
+#[tokio::test]
+async fn the_binary_answers_fifteen_grpc_asks_then_waits_as_the_http_route_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("grpc.sqlite3").display());
+    let demo = Running::start(&["--store", &store, "--grpc-listen", "127.0.0.1:0"]).await;
+    let mut client = AskClient::connect(demo.grpc()).await.unwrap();
+    for n in 1..=15 {
+        let answer = ask(&mut client, "docs")
+            .await
+            .unwrap_or_else(|s| panic!("ask {n}: {s:?}"));
+        assert!(answer.get_ref().tokens > 0);
+        let fields = answer
+            .metadata()
+            .get("ratelimit")
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert!(
+            fields.contains(&format!("\"ask\";r={};", 15 - n)),
+            "{fields}"
+        );
+    }
+    let refused = ask(&mut client, "docs").await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let violations = refused.get_details_quota_failure().unwrap().violations;
+    assert_eq!(violations[0].subject, "ask");
+    let grpc_wait = retry_delay(&refused);
+    // The HTTP route, for the same visitor (the loopback peer), right after.
+    let http = reqwest::Client::new()
+        .post(demo.url("/sites/docs/ask"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(http.status(), StatusCode::TOO_MANY_REQUESTS);
+    let http_wait: u64 = http.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        grpc_wait.abs_diff(http_wait) <= 1,
+        "gRPC waits {grpc_wait} s, HTTP {http_wait} s"
+    );
+    // Another site is another `ask` count.
+    ask(&mut client, "blog").await.unwrap();
+}
+
+/// The demo's HTTP routes and gRPC service on loopback ports, over `limiter`.
+async fn start(limiter: Limiter) -> (String, String) {
+    let marks = MemoryStore::default();
+    let rules = RuleSet::defaults();
+    let visitors = VisitorSource::new(Trust::Peer);
+    let services = services_with(limiter, marks, &rules, visitors, Settings::default()).unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http_addr: SocketAddr = http.local_addr().unwrap();
+    tokio::spawn(serve(http, services.http, std::future::pending()));
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_addr: SocketAddr = grpc.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(services.grpc.into_server())
+            .serve_with_incoming(TcpIncoming::from(grpc)),
+    );
+    (format!("http://{http_addr}"), format!("http://{grpc_addr}"))
+}
+
+#[tokio::test]
+async fn grpc_and_http_asks_count_against_the_same_limits() {
+    let (http, grpc) = start(Limiter::new(MemoryStore::default())).await;
+    let web = reqwest::Client::new();
+    for _ in 0..7 {
+        let response = web
+            .post(format!("{http}/sites/docs/ask"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let mut client = AskClient::connect(grpc).await.unwrap();
+    for n in 8..=15 {
+        ask(&mut client, "docs")
+            .await
+            .unwrap_or_else(|s| panic!("ask {n}: {s:?}"));
+    }
+    let refused = ask(&mut client, "docs").await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let response = web
+        .post(format!("{http}/sites/docs/ask"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let stats: serde_json::Value = web
+        .get(format!("{http}/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["ask"], 15, "{stats}");
+}
+
+#[tokio::test]
+async fn an_invalid_project_is_invalid_argument_and_counts_nothing() {
+    let store = MemoryStore::default();
+    let (http, grpc) = start(Limiter::new(store.clone())).await;
+    let mut client = AskClient::connect(grpc).await.unwrap();
+    for project in ["", "Docs", "../docs", &"a".repeat(65)] {
+        let refused = ask(&mut client, project).await.unwrap_err();
+        assert_eq!(
+            refused.code(),
+            Code::InvalidArgument,
+            "{project:?}: {refused:?}"
+        );
+    }
+    let stats: serde_json::Value = reqwest::get(format!("{http}/stats"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["ask"], 0, "{stats}");
+    // The first valid ask is the visitor's first: nothing was counted.
+    let answer = ask(&mut client, "docs").await.unwrap();
+    let fields = answer
+        .metadata()
+        .get("ratelimit")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(fields.contains("\"ask\";r=14;"), "{fields}");
+}
+
+#[tokio::test]
+async fn a_failing_store_is_unavailable_with_retry_info() {
+    let store = Arc::new(Faulty::new(MemoryStore::default()));
+    store.set(Fault::Transient);
+    let (_, grpc) = start(Limiter::new(store)).await;
+    let mut client = AskClient::connect(grpc).await.unwrap();
+    let refused = tokio::time::timeout(Duration::from_secs(10), ask(&mut client, "docs"))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert_eq!(
+        retry_delay(&refused),
+        tollgate::axum::UNAVAILABLE_RETRY_AFTER
+    );
+    assert!(!refused.message().contains("memory"), "{refused:?}");
+}
