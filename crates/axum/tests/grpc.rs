@@ -61,8 +61,8 @@ impl ServerStreamingService<()> for Watch {
     fn call(&mut self, _: Request<()>) -> Self::Future {
         let receiver = self.0.clone();
         let items = futures_util::stream::unfold(receiver, |receiver| async move {
-            let item = receiver.lock().await.recv().await?;
-            Some((Ok(item), receiver))
+            receiver.lock().await.recv().await?;
+            Some((Ok(()), receiver))
         });
         ready(Ok(Response::new(Box::pin(items) as Items)))
     }
