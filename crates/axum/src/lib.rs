@@ -1,30 +1,26 @@
 #![doc = include_str!("../README.md")]
 
-mod check;
-pub mod cloudflare;
-mod error;
 mod extract;
-pub mod fields;
-#[cfg(feature = "tonic")]
-pub mod grpc;
-mod guard;
-mod held;
-mod network;
-pub mod problem;
-mod rejection;
 pub mod serve;
-mod service;
-mod source;
-mod trust;
 
-pub use check::check;
-pub use error::{AddressSource, Error};
 pub use extract::ClientVisitor;
-pub use guard::{Call, Guard, KeyPart};
-pub use held::hold_leases;
-pub use network::Network;
-pub use problem::Problem;
-pub use rejection::{Rejection, UNAVAILABLE_RETRY_AFTER};
-pub use service::Guarded;
-pub use source::VisitorSource;
-pub use trust::Trust;
+#[cfg(feature = "tonic")]
+pub use tollgate_tower::grpc;
+pub use tollgate_tower::{
+    AddressSource, Call, Error, Guard, GuardBody, Guarded, Key, KeyPart, Network, PeerAddr,
+    Problem, Rejection, Trust, UNAVAILABLE_RETRY_AFTER, Unkeyed, VisitorSource, check, cloudflare,
+    fields, problem,
+};
+
+use axum::body::Body;
+use axum::response::Response;
+use tollgate_core::Verdict;
+
+/// `response` with its body holding the leases of `verdict` until it has
+/// been sent in full or dropped ([`tollgate_tower::hold_leases`]), as an
+/// axum response: for a handler that checks limits with [`check`].
+///
+/// Call it from a tokio runtime (as handlers run).
+pub fn hold_leases(response: Response, verdict: &Verdict) -> Response {
+    tollgate_tower::hold_leases(response, verdict).map(Body::new)
+}

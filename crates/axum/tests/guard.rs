@@ -37,6 +37,9 @@ fn rule(name: &str, max: u64, window: Window) -> Rule {
         .unwrap()
 }
 
+/// The route of these tests, and their guards' path.
+const ASK: &str = "/sites/{project}/ask";
+
 /// A router with one guarded POST route, `/sites/{project}/ask`, whose
 /// handler counts its runs.
 fn app(guard: Guard) -> (Router, Arc<AtomicUsize>) {
@@ -46,7 +49,7 @@ fn app(guard: Guard) -> (Router, Arc<AtomicUsize>) {
         counter.fetch_add(1, Ordering::SeqCst);
         "done"
     };
-    let router = Router::new().route("/sites/{project}/ask", post(handler).route_layer(guard));
+    let router = Router::new().route(ASK, post(handler).route_layer(guard));
     (router, runs)
 }
 
@@ -55,6 +58,8 @@ fn app(guard: Guard) -> (Router, Arc<AtomicUsize>) {
 /// Cloudflare.
 fn ask_guard(limiter: Limiter) -> Guard {
     Guard::new(limiter)
+        .path(ASK)
+        .unwrap()
         .visitors(VisitorSource::new(Trust::cloudflare()))
         .rule(&rule("ask", 3, Window::DAY), |call| {
             Some(vec![call.param("project")?.into(), call.visitor()?.into()])
@@ -175,6 +180,8 @@ async fn a_sliding_window_429_says_the_exact_wait_and_names_its_shape() {
         .build();
     let burst = rule("burst", 10, Window::MINUTE).with_algorithm(Algorithm::Sliding);
     let guard = Guard::new(limiter)
+        .path(ASK)
+        .unwrap()
         .rule(&burst, |_| Some(vec![]))
         .mode(Mode::Reserve);
     let (router, runs) = app(guard);
@@ -236,6 +243,8 @@ async fn allowed_calls_carry_the_ratelimit_fields() {
 async fn counted_calls_past_the_max_show_zero_remaining() {
     let limiter = memory_limiter();
     let guard = Guard::new(limiter)
+        .path(ASK)
+        .unwrap()
         .rule(&rule("runs", 1, Window::MINUTE), |call| {
             Some(vec![call.param("project")?.into()])
         })
@@ -258,6 +267,8 @@ async fn counted_calls_past_the_max_show_zero_remaining() {
 #[tokio::test]
 async fn longest_wait_names_the_limit_when_several_are_over() {
     let guard = Guard::new(memory_limiter())
+        .path(ASK)
+        .unwrap()
         .rule(&rule("burst", 1, Window::MINUTE), |_| Some(vec![]))
         .rule(&rule("daily", 1, Window::DAY), |_| Some(vec![]))
         .mode(Mode::Count);
@@ -365,9 +376,12 @@ async fn reservation_refused_by_one_limit_spends_no_other() {
 
 #[tokio::test]
 async fn key_function_without_its_value_is_a_500_and_runs_nothing() {
-    let guard = Guard::new(memory_limiter()).rule(&rule("ask", 3, Window::DAY), |call| {
-        Some(vec![call.param("missing")?.into()])
-    });
+    let guard = Guard::new(memory_limiter())
+        .path(ASK)
+        .unwrap()
+        .rule(&rule("ask", 3, Window::DAY), |call| {
+            Some(vec![call.param("missing")?.into()])
+        });
     let (router, runs) = app(guard);
     let response = post_ask(&router, "docs", "203.0.113.9").await;
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
@@ -411,26 +425,31 @@ async fn path_parameters_are_percent_decoded_and_isolated() {
 
 #[tokio::test]
 async fn a_key_of_the_wrong_arity_is_a_500_at_request_time_and_refused_at_build_time() {
-    let guard = Guard::new(memory_limiter()).rule(&rule("runs", 3, Window::DAY), |call| {
-        Some(vec![call.param("project")?.into(), "extra".into()])
-    });
+    let guard = Guard::new(memory_limiter())
+        .path(ASK)
+        .unwrap()
+        .rule(&rule("runs", 3, Window::DAY), |call| {
+            Some(vec![call.param("project")?.into(), "extra".into()])
+        });
     let (router, runs) = app(guard);
     let response = post_ask(&router, "docs", "203.0.113.9").await;
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(runs.load(Ordering::SeqCst), 0);
-    let refused = Guard::new(memory_limiter()).keyed(
+    let refused = Guard::new(memory_limiter()).path(ASK).unwrap().keyed(
         &rule("runs", 3, Window::DAY),
         &[KeyPart::Param("project"), KeyPart::Visitor],
     );
     assert!(matches!(
         refused,
-        Err(tollgate_core::Error::KeyArity {
+        Err(tollgate_axum::Error::KeyArity {
             expected: 1,
             found: 2,
             ..
         })
     ));
     let keyed = Guard::new(memory_limiter())
+        .path(ASK)
+        .unwrap()
         .keyed(&rule("runs", 1, Window::DAY), &[KeyPart::Param("project")])
         .unwrap();
     let (router, _) = app(keyed);
@@ -446,6 +465,8 @@ async fn a_key_of_the_wrong_arity_is_a_500_at_request_time_and_refused_at_build_
 async fn a_header_key_is_counted_per_value_and_a_call_without_a_usable_one_is_a_400() {
     let limiter = memory_limiter();
     let guard = Guard::new(limiter.clone())
+        .path(ASK)
+        .unwrap()
         .keyed(
             &rule("runs", 1, Window::DAY),
             &[KeyPart::Header("x-project")],
@@ -503,6 +524,8 @@ async fn a_cost_from_the_request_head_is_spent_and_a_bad_one_is_a_400_spending_n
     let tokens =
         rule("tokens", 100, Window::DAY).with_unit(tollgate_core::Unit::new("tokens").unwrap());
     let guard = Guard::new(limiter.clone())
+        .path(ASK)
+        .unwrap()
         .rule(&tokens, |call| Some(vec![call.param("project")?.into()]))
         .cost(|call| call.header("x-cost")?.parse().ok())
         .mode(Mode::Reserve);
@@ -544,6 +567,8 @@ async fn a_cost_from_the_request_head_is_spent_and_a_bad_one_is_a_400_spending_n
 async fn a_rule_that_is_not_public_never_shows_its_budget() {
     let limiter = memory_limiter();
     let guard = Guard::new(limiter)
+        .path(ASK)
+        .unwrap()
         .rule(&rule("runs", 2, Window::DAY), |call| {
             Some(vec![call.param("project")?.into()])
         })
@@ -570,6 +595,8 @@ async fn a_rule_that_is_not_public_never_shows_its_budget() {
         assert!(!line.contains("ask-all"), "budget shown: {line}");
     }
     let only_hidden = Guard::new(memory_limiter())
+        .path(ASK)
+        .unwrap()
         .rule(&rule("ask-all", 5, Window::DAY).with_public(false), |_| {
             Some(vec![])
         });
@@ -586,6 +613,8 @@ async fn a_cost_above_the_max_is_a_429_that_never_promises_a_retry() {
     let tokens =
         rule("tokens", 100, Window::DAY).with_unit(tollgate_core::Unit::new("tokens").unwrap());
     let guard = Guard::new(limiter.clone())
+        .path(ASK)
+        .unwrap()
         .rule(&tokens, |call| Some(vec![call.param("project")?.into()]))
         .cost(|call| call.header("x-cost")?.parse().ok())
         .mode(Mode::Reserve);
@@ -633,6 +662,8 @@ async fn a_guard_holding_a_shared_budget_reserves_unless_told_otherwise() {
     let ask = rule("ask", 1, Window::DAY);
     let all = rule("ask-all", 100, Window::DAY);
     let guard = Guard::new(limiter.clone())
+        .path(ASK)
+        .unwrap()
         .visitors(VisitorSource::new(Trust::cloudflare()))
         .rule(&ask, |call| {
             Some(vec![call.param("project")?.into(), call.visitor()?.into()])
@@ -656,7 +687,10 @@ async fn a_guard_holding_a_shared_budget_reserves_unless_told_otherwise() {
     // One public rule keyed per caller: every call counted, as fail-open
     // routes are; a rule not shown to callers is a shared budget too; an
     // explicit mode wins.
-    let solo = Guard::new(memory_limiter()).rule(&ask, |_| Some(vec!["p".into(), "v".into()]));
+    let solo = Guard::new(memory_limiter())
+        .path(ASK)
+        .unwrap()
+        .rule(&ask, |_| Some(vec!["p".into(), "v".into()]));
     assert_eq!(solo.spends(), Mode::Count);
     // Rules keyed by different parts of one arity: a visitor refused by
     // one would still spend the other's (one site's) budget.
@@ -665,17 +699,82 @@ async fn a_guard_holding_a_shared_budget_reserves_unless_told_otherwise() {
         .and_then(|r| r.with_key(&["visitor"]))
         .unwrap();
     let crossed = Guard::new(memory_limiter())
+        .path(ASK)
+        .unwrap()
         .rule(&by_site, |_| Some(vec!["p".into()]))
         .rule(&by_visitor, |_| Some(vec!["v".into()]));
     assert_eq!(crossed.spends(), Mode::Reserve);
     let same = Guard::new(memory_limiter())
+        .path(ASK)
+        .unwrap()
         .rule(&by_site, |_| Some(vec!["p".into()]))
         .rule(&rule("tokens", 9, Window::DAY), |_| Some(vec!["p".into()]));
     assert_eq!(same.spends(), Mode::Count);
     let hidden = rule("runs", 5, Window::DAY).with_public(false);
-    let private = Guard::new(memory_limiter()).rule(&hidden, |_| Some(vec!["p".into()]));
+    let private = Guard::new(memory_limiter())
+        .path(ASK)
+        .unwrap()
+        .rule(&hidden, |_| Some(vec!["p".into()]));
     assert_eq!(private.spends(), Mode::Reserve);
     assert_eq!(private.mode(Mode::Count).spends(), Mode::Count);
-    let open = Guard::new(memory_limiter()).fail_open();
+    let open = Guard::new(memory_limiter()).path(ASK).unwrap().fail_open();
     assert!(format!("{open:?}").contains("FailOpen"), "{open:?}");
+}
+
+/// Mounted with `layer` (on the whole router, or on the route's method
+/// router) instead of `route_layer`, the guard keys by its own path
+/// template: the same counts, and other routes pass through unchecked.
+#[tokio::test]
+async fn a_guard_mounted_with_layer_works_as_with_route_layer() {
+    let handler = || async { "done" };
+    for mounted in ["router", "method router"] {
+        let guard = ask_guard(memory_limiter());
+        let router = match mounted {
+            "router" => Router::new()
+                .route(ASK, post(handler))
+                .route("/healthz", axum::routing::get(handler))
+                .layer(guard),
+            _ => Router::new()
+                .route(ASK, post(handler).layer(guard))
+                .route("/healthz", axum::routing::get(handler)),
+        };
+        for n in 1..=3 {
+            let response = post_ask(&router, "docs", "203.0.113.9").await;
+            assert_eq!(response.status(), StatusCode::OK, "{mounted}: ask {n}");
+            let fields = header(&response, "ratelimit").unwrap();
+            assert!(
+                fields.starts_with(&format!("\"ask\";r={};t=3600,", 3 - n)),
+                "{mounted}: {fields}"
+            );
+        }
+        let refused = post_ask(&router, "docs", "203.0.113.9").await;
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS, "{mounted}");
+        assert_eq!(
+            post_ask(&router, "blog", "203.0.113.9").await.status(),
+            StatusCode::OK
+        );
+        let health = Request::get("/healthz").body(Body::empty()).unwrap();
+        let health = router.clone().oneshot(health).await.unwrap();
+        assert_eq!(health.status(), StatusCode::OK, "{mounted}");
+        assert!(header(&health, "ratelimit").is_none(), "{mounted}");
+    }
+}
+
+#[test]
+fn a_key_by_a_parameter_the_path_does_not_name_is_refused_when_built() {
+    let runs = rule("runs", 3, Window::DAY);
+    let unnamed = Guard::new(memory_limiter())
+        .path(ASK)
+        .unwrap()
+        .keyed(&runs, &[KeyPart::Param("org")]);
+    assert!(
+        matches!(&unnamed, Err(tollgate_axum::Error::UnknownParam { param, .. }) if param == "org"),
+        "{unnamed:?}"
+    );
+    let no_path = Guard::new(memory_limiter()).keyed(&runs, &[KeyPart::Param("project")]);
+    let err = no_path.unwrap_err();
+    assert!(
+        err.to_string().contains("is not set (Guard::path)"),
+        "{err}"
+    );
 }

@@ -110,16 +110,16 @@ fn a_guard_debugs_as_its_rules_mode_and_policy() {
 struct Broken;
 
 impl Service<Request<axum::body::Body>> for Broken {
-    type Response = &'static str;
+    type Response = http::Response<String>;
     type Error = &'static str;
-    type Future = std::future::Ready<Result<&'static str, &'static str>>;
+    type Future = std::future::Ready<Result<http::Response<String>, &'static str>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), &'static str>> {
         Poll::Ready(Err("the inner service failed"))
     }
 
     fn call(&mut self, _: Request<axum::body::Body>) -> Self::Future {
-        std::future::ready(Ok("called"))
+        std::future::ready(Ok(http::Response::new("called".into())))
     }
 }
 
@@ -133,7 +133,7 @@ async fn the_guarded_service_is_only_as_ready_as_the_inner_one() {
     assert_eq!(ready.err(), Some("the inner service failed"));
 
     let mut fine = guard.layer(tower::service_fn(|_: Request<axum::body::Body>| async {
-        Ok::<_, Infallible>("ok")
+        Ok::<_, Infallible>(http::Response::new(String::from("ok")))
     }));
     assert!(
         ServiceExt::<Request<axum::body::Body>>::ready(&mut fine)

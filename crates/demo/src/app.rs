@@ -326,10 +326,16 @@ pub fn services_with(
 ) -> Result<Services, tollgate::Error> {
     // Before the first check, so that every check is recorded.
     crate::prometheus();
+    let docs_run = rules.get("docs-run")?;
     let runs = Guard::new(limiter.clone())
-        .keyed(rules.get("docs-run")?, &[KeyPart::Param("org")])?
+        .path("/orgs/{org}/runs")
+        .and_then(|guard| guard.keyed(docs_run, &[KeyPart::Param("org")]))
+        .map_err(|err| tollgate::Error::InvalidRule {
+            rule: "docs-run".into(),
+            reason: err.to_string(),
+        })?
         .mode(Mode::Count)
-        .policy(Policy::FailOpen);
+        .fail_open();
     // Under the limiter's policy: one time budget for the whole app.
     let deliveries = Deliveries::new(marks, DELIVERY_PREFIX)?.retry(limiter.retry_policy());
     let demo = Demo {

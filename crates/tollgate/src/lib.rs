@@ -7,7 +7,14 @@ pub mod url;
 pub use open::{OpenError, open_store};
 pub use tollgate_core::*;
 
-/// The axum guard, visitor identity and standard 429/503 responses (`tollgate-axum`).
+/// The guard for any tower service of HTTP requests, visitor identity and
+/// standard 429/503 (or gRPC) refusals (`tollgate-tower`).
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub use tollgate_tower as tower;
+
+/// The same for axum, as axum types, with a visitor extractor and a server
+/// (`tollgate-axum`).
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use tollgate_axum as axum;
@@ -36,3 +43,9 @@ pub use tollgate_redis::upstash;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use tollgate_sqlite as sqlite;
+
+/// The README's examples of mounting the guard, compiled (not run) as
+/// doctests when the features they use are on (as in the workspace's tests).
+#[cfg(all(doctest, feature = "redis", feature = "axum", feature = "tonic"))]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

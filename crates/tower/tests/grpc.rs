@@ -17,9 +17,9 @@ use futures_util::Stream;
 use http::uri::PathAndQuery;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tollgate_axum::{Guard, KeyPart, Trust, VisitorSource};
 use tollgate_core::{Fault, Faulty, Limiter, Rule, Window};
 use tollgate_memory::MemoryStore;
+use tollgate_tower::{Guard, KeyPart, Trust, VisitorSource};
 use tonic::body::Body;
 use tonic::server::{Grpc, NamedService, ServerStreamingService, UnaryService};
 use tonic::transport::{Channel, Server, server::TcpIncoming};
@@ -224,7 +224,7 @@ async fn a_store_failure_under_fail_closed_is_unavailable_with_retry_info() {
         .and_then(|info| info.retry_delay);
     assert_eq!(
         wait,
-        Some(Duration::from_secs(tollgate_axum::UNAVAILABLE_RETRY_AFTER))
+        Some(Duration::from_secs(tollgate_tower::UNAVAILABLE_RETRY_AFTER))
     );
 }
 

@@ -6,13 +6,13 @@
 //! <https://www.cloudflare.com/ips-v4> and <https://www.cloudflare.com/ips-v6>.
 //!
 //! ```
-//! use tollgate_axum::{Network, Trust, cloudflare};
+//! use tollgate_tower::{Network, Trust, cloudflare};
 //! // Cloudflare's networks and one more edge of your own:
 //! let mut edges = cloudflare::networks();
 //! edges.push("10.0.0.0/8".parse::<Network>()?);
 //! let trust = Trust::CfConnectingIp(edges);
 //! assert_eq!(trust.to_string(), "cf-connecting-ip");
-//! # Ok::<(), tollgate_axum::Error>(())
+//! # Ok::<(), tollgate_tower::Error>(())
 //! ```
 
 use crate::Network;

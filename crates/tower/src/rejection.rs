@@ -1,6 +1,5 @@
 //! [`Rejection`]: why the boundary refused a call, as a standard HTTP response.
 
-use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use tollgate_core::{MAX_PART_LEN, RateLimited, Unit, Usage, Verdict};
 
@@ -124,9 +123,12 @@ impl Rejection {
     }
 }
 
-impl IntoResponse for Rejection {
-    fn into_response(self) -> Response {
-        let mut response = self.problem().into_response();
+impl Rejection {
+    /// The response (the table above): the [`problem`](Rejection::problem)
+    /// and, for a limited call, the `RateLimit-Policy` and `RateLimit`
+    /// fields.
+    pub fn into_http(self) -> http::Response<String> {
+        let mut response = self.problem().into_http();
         if let Rejection::Limited { usage, .. } = &self {
             let headers = response.headers_mut();
             if let (Some(policy), Some(rate_limit)) =
@@ -137,6 +139,13 @@ impl IntoResponse for Rejection {
             }
         }
         response
+    }
+}
+
+#[cfg(feature = "axum")]
+impl axum::response::IntoResponse for Rejection {
+    fn into_response(self) -> axum::response::Response {
+        self.into_http().into_response()
     }
 }
 
@@ -178,7 +187,7 @@ impl From<Error> for Rejection {
                 Rejection::BadRequest("malformed client address".into())
             }
             other => {
-                tracing::error!(error = %other, "tollgate-axum is misconfigured");
+                tracing::error!(error = %other, "the guard is misconfigured");
                 Rejection::Internal
             }
         }
@@ -283,7 +292,7 @@ mod tests {
         assert_eq!(NOW + 3, 1_764_457_203);
         // The fields say the same: the burst over the time it takes to
         // come back, nothing left now, one unit back in 3 s.
-        let response = gcra_call(5, 1).await.into_response();
+        let response = gcra_call(5, 1).await.into_http();
         let header = |name: &str| {
             let value = response.headers().get(name);
             value.and_then(|v| v.to_str().ok()).map(str::to_owned)
@@ -312,7 +321,7 @@ mod tests {
             "a cost of 6 calls never fits rate limit `ask-burst`: 20 per 1m, at most 5 at once"
         );
         assert!(body.get("retry_after").is_none() && body.get("reset").is_none());
-        let response = rejection.into_response();
+        let response = rejection.into_http();
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert!(response.headers().get(http::header::RETRY_AFTER).is_none());
     }

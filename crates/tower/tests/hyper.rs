@@ -10,15 +10,16 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tollgate_axum::{Guard, KeyPart, Rejection};
 use tollgate_core::{Limiter, Mode, Rule, Window};
 use tollgate_memory::MemoryStore;
+use tollgate_tower::{Guard, KeyPart, Rejection};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 /// Who an authentication layer says the caller is.
@@ -203,7 +204,7 @@ async fn an_application_shapes_its_own_refusals() {
                 }
                 other => format!("refused: {}", other.status()),
             };
-            let mut response = axum::response::Response::new(axum::body::Body::from(text));
+            let mut response = Response::new(text);
             *response.status_mut() = StatusCode::IM_A_TEAPOT;
             response
         });
@@ -224,9 +225,7 @@ async fn an_application_shapes_its_own_refusals() {
     }
     let refused = ask().await;
     assert_eq!(refused.status(), StatusCode::IM_A_TEAPOT);
-    let body = axum::body::to_bytes(refused.into_body(), 1_024)
-        .await
-        .unwrap();
+    let body = refused.into_body().collect().await.unwrap().to_bytes();
     let text = String::from_utf8(body.to_vec()).unwrap();
     assert!(text.starts_with("slow down: calls for "), "{text}");
 }

@@ -1,6 +1,5 @@
 //! [`Problem`]: an RFC 9457 `application/problem+json` response.
 
-use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Map, Value};
 
@@ -20,7 +19,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 ///
 /// ```
 /// use http::StatusCode;
-/// use tollgate_axum::Problem;
+/// use tollgate_tower::Problem;
 /// let problem = Problem::new(StatusCode::BAD_REQUEST, "tag:example,2025:no-delivery", "Bad Request")
 ///     .detail("missing X-GitHub-Delivery header");
 /// assert_eq!(problem.body()["status"], 400);
@@ -95,14 +94,24 @@ impl Problem {
     }
 }
 
-impl IntoResponse for Problem {
-    fn into_response(self) -> Response {
-        let mut response = (self.status, self.to_json()).into_response();
+impl Problem {
+    /// The response: the status, `content-type: application/problem+json`,
+    /// `Retry-After` when set, and the JSON body.
+    pub fn into_http(self) -> http::Response<String> {
+        let mut response = http::Response::new(self.to_json());
+        *response.status_mut() = self.status;
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         if let Some(secs) = self.retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
+    }
+}
+
+#[cfg(feature = "axum")]
+impl axum::response::IntoResponse for Problem {
+    fn into_response(self) -> axum::response::Response {
+        self.into_http().into_response()
     }
 }

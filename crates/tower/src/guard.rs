@@ -1,56 +1,30 @@
-//! [`Guard`]: checks a route's limits before its handler runs.
+//! [`Guard`]: checks a service's limits before it runs.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use axum::extract::rejection::RawPathParamsRejection;
-use axum::extract::{FromRequestParts, RawPathParams};
+use bytes::Bytes;
 use http::HeaderMap;
 use http::request::Parts;
-use tollgate_core::{Error as CoreError, Limit, Limiter, Mode, Policy, Rule, Verdict, Visitor};
+use http_body::Body;
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use tollgate_core::{Limit, Limiter, Mode, Policy, Rule, Verdict, Visitor};
 
-use axum::response::{IntoResponse, Response};
-
-use crate::{Rejection, VisitorSource, check};
+use crate::body::BoxError;
+use crate::key::Path;
+use crate::{Error, GuardBody, Key, KeyPart, Rejection, Unkeyed, VisitorSource, check};
 
 /// Builds the key parts of one rule from a [`Call`], or says why it cannot.
 type KeyParts = dyn Fn(&Call<'_>) -> Result<Vec<String>, Unkeyed> + Send + Sync;
-
-/// Why a call has no key for a rule.
-enum Unkeyed {
-    /// The route lacks a value its key needs (a path parameter, a visitor
-    /// source): answered with 500 and an error log.
-    Misconfigured,
-    /// The caller sent no usable value (a header missing, repeated or not
-    /// text): answered with 400.
-    BadRequest,
-}
 
 /// The cost of one rule for a [`Call`]; `None` when the call does not say
 /// (answered with 400).
 type Cost = dyn Fn(&Call<'_>) -> Option<u64> + Send + Sync;
 
 /// The response to a refused call, when the application shapes it.
-type Respond = dyn Fn(&Rejection) -> Response + Send + Sync;
-
-/// One value of a declared key, for [`Guard::keyed`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyPart {
-    /// The path parameter of this name.
-    Param(&'static str),
-    /// The visitor (the guard needs a [`VisitorSource`]).
-    Visitor,
-    /// The header of this name (only when something upstream authenticated
-    /// it). A call without it, with it twice or not as text is answered 400,
-    /// whose text names no header (the header is logged at debug level).
-    Header(&'static str),
-    /// The path segment at this position ([`Call::segment`]), for services
-    /// without axum's path parameters. A call whose path has none there
-    /// (or not UTF-8 once percent-decoded) is answered 400.
-    Segment(usize),
-}
+type Respond = dyn Fn(&Rejection) -> http::Response<UnsyncBoxBody<Bytes, BoxError>> + Send + Sync;
 
 /// A rule of a guard: how to key it and what one call costs.
 #[derive(Clone)]
@@ -60,43 +34,43 @@ struct Checked {
     cost: Option<Arc<Cost>>,
 }
 
-/// A route guard: checks every rule's limit in one store call **before** the
-/// handler runs. A refused call gets a [`Rejection`] (429, 503 or 400) and
-/// the handler never runs; an allowed call reaches the handler with the
-/// [`Verdict`] and the [`Visitor`] in its request extensions, and its response
-/// gets the `RateLimit-Policy` and `RateLimit` fields (unless the verdict is
-/// degraded).
+/// A guard: checks every rule's limit in one store call **before** the
+/// service runs. A refused call gets a [`Rejection`] (429, 503 or 400; a
+/// gRPC call its status, feature `tonic`) and the service never runs; an
+/// allowed call reaches the service with the [`Verdict`] and the
+/// [`Visitor`] in its request extensions, and its response gets the
+/// `RateLimit-Policy` and `RateLimit` fields (unless the verdict is
+/// degraded) and holds the call's leases until its body ends.
 ///
-/// A guard is a tower [`Layer`](tower::Layer); put one on a route with
-/// `route_layer`, so that path parameters are known:
+/// A guard is a tower [`Layer`](tower_layer::Layer) over any service of
+/// `http` requests: an axum route, a hyper service, a tower-http stack, a
+/// tonic server. Rules are keyed by [`KeyPart`]s (the visitor, a header or
+/// gRPC metadata, a path parameter of the guard's [`path`](Guard::path)
+/// or a segment by position, a principal in the request's extensions, an
+/// application's own [`Key`]) or by a function of the [`Call`]:
 ///
 /// ```
-/// use axum::{Router, routing::post};
-/// use tollgate_axum::{Guard, Trust, VisitorSource};
-/// use tollgate_core::{Limiter, Mode, Policy, RuleSet};
+/// use tollgate_tower::{Guard, KeyPart, Trust, VisitorSource};
+/// use tollgate_core::{Limiter, RuleSet};
 ///
-/// fn router(limiter: Limiter) -> Result<Router, tollgate_core::Error> {
+/// fn guard(limiter: Limiter) -> Result<Guard, Box<dyn std::error::Error>> {
 ///     let rules = RuleSet::defaults();
 ///     let guard = Guard::new(limiter)
+///         .path("/sites/{project}/ask")?
 ///         .visitors(VisitorSource::new(Trust::Peer))
-///         .rule(rules.get("ask-burst")?, |call| Some(vec![call.visitor()?.into()]))
-///         .rule(rules.get("ask")?, |call| {
-///             Some(vec![call.param("project")?.into(), call.visitor()?.into()])
-///         })
-///         .rule(rules.get("ask-site")?, |call| Some(vec![call.param("project")?.into()]))
-///         .rule(rules.get("ask-all")?, |_| Some(vec![]))
-///         .mode(Mode::Reserve)
-///         .policy(Policy::FailClosed);
-///     Ok(Router::new().route("/sites/{project}/ask", post(ask).route_layer(guard)))
-/// }
-///
-/// async fn ask() -> &'static str {
-///     "only runs when every limit allows the call"
+///         .keyed(rules.get("ask-burst")?, &[KeyPart::Visitor])?
+///         .keyed(rules.get("ask")?, &[KeyPart::Param("project"), KeyPart::Visitor])?
+///         .keyed(rules.get("ask-site")?, &[KeyPart::Param("project")])?
+///         .keyed(rules.get("ask-all")?, &[])?
+///         .fail_closed();
+///     Ok(guard)
 /// }
 /// ```
 #[derive(Clone)]
 pub struct Guard {
     limiter: Limiter,
+    /// `None`: every call is guarded, and has no path parameters.
+    path: Option<Arc<Path>>,
     visitors: Option<VisitorSource>,
     rules: Vec<Checked>,
     /// `None`: as [`Guard::spends`] decides from the rules.
@@ -113,12 +87,32 @@ impl Guard {
     pub fn new(limiter: Limiter) -> Guard {
         Guard {
             limiter,
+            path: None,
             visitors: None,
             rules: Vec::new(),
             mode: None,
             policy: Policy::FailClosed,
             respond: None,
         }
+    }
+
+    /// Guards the calls whose path matches `template` (`/sites/{project}/ask`:
+    /// literal segments, and parameters each a whole segment, named for
+    /// [`KeyPart::Param`] and [`Call::param`]); every other call passes
+    /// through unchecked. So one guard works mounted on its route (axum's
+    /// `route_layer`, where the path is the route's) or on a whole router
+    /// or server (axum's `Router::layer`, tonic's `Server::layer`, a
+    /// tower-http stack), and path parameters never depend on how it is
+    /// mounted. Set it before the rules keyed by its parameters.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`] when `template` does not start with `/`, has
+    /// a parameter that is not a whole segment or not `{name}` (letters,
+    /// digits, `_`), or names one twice.
+    pub fn path(mut self, template: &str) -> Result<Guard, Error> {
+        self.path = Some(Arc::new(Path::parse(template)?));
+        Ok(self)
     }
 
     /// Finds each call's visitor with `source`, before anything is counted; a
@@ -152,55 +146,48 @@ impl Guard {
         self
     }
 
-    /// Adds a rule keyed by these parts of a call, checked now against the
-    /// parts the rule declares.
+    /// Adds a rule keyed by these parts of a call, checked now: as many
+    /// as the rule declares, and each [`KeyPart::Param`] named by the
+    /// guard's [`path`](Guard::path).
     ///
     /// ```
-    /// use tollgate_axum::{Guard, KeyPart};
-    /// # fn demo(limiter: tollgate_core::Limiter) -> Result<(), tollgate_core::Error> {
+    /// use tollgate_tower::{Guard, KeyPart};
+    /// # fn demo(limiter: tollgate_core::Limiter) -> Result<(), Box<dyn std::error::Error>> {
     /// let rules = tollgate_core::RuleSet::defaults();
-    /// let guard = Guard::new(limiter).keyed(rules.get("ask-site")?, &[KeyPart::Param("project")])?;
-    /// assert!(Guard::new(guard.limiter().clone()).keyed(rules.get("ask-site")?, &[]).is_err());
+    /// let site = rules.get("ask-site")?;
+    /// let guard = Guard::new(limiter).path("/sites/{project}/ask")?;
+    /// assert!(guard.clone().keyed(site, &[KeyPart::Param("project")]).is_ok());
+    /// assert!(guard.clone().keyed(site, &[]).is_err()); // `ask-site` takes one part
+    /// assert!(guard.keyed(site, &[KeyPart::Param("org")]).is_err()); // not in the path
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
     ///
-    /// [`CoreError::KeyArity`] when the rule declares another number of parts.
-    pub fn keyed(self, rule: &Rule, parts: &[KeyPart]) -> Result<Guard, CoreError> {
+    /// [`Error::KeyArity`] when the rule declares another number of parts;
+    /// [`Error::UnknownParam`] for a parameter the guard's path does not name.
+    pub fn keyed(self, rule: &Rule, parts: &[KeyPart]) -> Result<Guard, Error> {
         if parts.len() != rule.key_parts().len() {
-            return Err(CoreError::KeyArity {
+            return Err(Error::KeyArity {
                 rule: rule.name().to_owned(),
                 expected: rule.key_parts().len(),
                 found: parts.len(),
             });
         }
+        for param in parts.iter().filter_map(KeyPart::param) {
+            if self.path.as_ref().and_then(|p| p.index(param)).is_none() {
+                return Err(Error::UnknownParam {
+                    rule: rule.name().to_owned(),
+                    param: param.to_owned(),
+                    path: self.path.as_ref().map(|p| p.as_str().to_owned()),
+                });
+            }
+        }
         let parts = parts.to_vec();
         Ok(self.keyed_by(rule, move |call| {
             parts
                 .iter()
-                .map(|part| {
-                    let value = match part {
-                        KeyPart::Param(name) => call.param(name).ok_or(Unkeyed::Misconfigured),
-                        KeyPart::Visitor => call.visitor().ok_or(Unkeyed::Misconfigured),
-                        KeyPart::Header(name) => call.header(name).ok_or_else(|| {
-                            // The caller is not told which header: it is one
-                            // that something upstream vouches for.
-                            tracing::debug!(
-                                header = name,
-                                "a key header is missing, repeated or not text"
-                            );
-                            Unkeyed::BadRequest
-                        }),
-                        KeyPart::Segment(index) => {
-                            return call
-                                .segment(*index)
-                                .map(Cow::into_owned)
-                                .ok_or(Unkeyed::BadRequest);
-                        }
-                    };
-                    value.map(str::to_owned)
-                })
+                .map(|part| part.value(call).map(Cow::into_owned))
                 .collect()
         }))
     }
@@ -278,36 +265,48 @@ impl Guard {
 
     /// Answers every refused call (429, 503, 400, 500) with what `respond`
     /// makes of its [`Rejection`], instead of the rejection's own
-    /// `application/problem+json` response: an application's own body, or
-    /// another protocol's refusal. The guard adds nothing to it.
-    pub fn on_rejection<F>(mut self, respond: F) -> Guard
+    /// `application/problem+json` response (or gRPC status): an
+    /// application's own body, or another protocol's refusal. The guard
+    /// adds nothing to it.
+    pub fn on_rejection<F, B>(mut self, respond: F) -> Guard
     where
-        F: Fn(&Rejection) -> Response + Send + Sync + 'static,
+        F: Fn(&Rejection) -> http::Response<B> + Send + Sync + 'static,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
     {
-        self.respond = Some(Arc::new(respond));
+        self.respond = Some(Arc::new(move |rejection: &Rejection| {
+            respond(rejection).map(|body| body.map_err(Into::into).boxed_unsync())
+        }));
         self
     }
 
-    /// The response to the refusal `rejection`: as
-    /// [`on_rejection`](Guard::on_rejection) shapes it, else its own.
-    pub fn respond(&self, rejection: Rejection) -> Response {
-        match &self.respond {
-            Some(respond) => respond(&rejection),
-            None => rejection.into_response(),
+    /// The response to the refusal of a call with these `headers`: as
+    /// [`on_rejection`](Guard::on_rejection) shapes it; else a gRPC call's
+    /// status (feature `tonic`, [`grpc`](crate::grpc)); else the
+    /// rejection's own.
+    pub fn respond<B>(
+        &self,
+        headers: &HeaderMap,
+        rejection: Rejection,
+    ) -> http::Response<GuardBody<B>> {
+        if let Some(respond) = &self.respond {
+            return respond(&rejection).map(GuardBody::shaped);
         }
-    }
-
-    /// The response to the refusal of a request with these `headers`: a
-    /// gRPC request's is its gRPC status (feature `tonic`, [`grpc`](crate::grpc)),
-    /// unless [`on_rejection`](Guard::on_rejection) shapes every refusal.
-    pub(crate) fn refuse(&self, headers: &HeaderMap, rejection: Rejection) -> Response {
         #[cfg(feature = "tonic")]
-        if self.respond.is_none() && crate::grpc::is_grpc(headers) {
-            return crate::grpc::respond(&rejection);
+        if crate::grpc::is_grpc(headers) {
+            return crate::grpc::respond(&rejection).map(GuardBody::text);
         }
         #[cfg(not(feature = "tonic"))]
         let _ = headers;
-        self.respond(rejection)
+        rejection.into_http().map(GuardBody::text)
+    }
+
+    /// Whether this guard checks a call to `path`: always, unless its
+    /// [`path`](Guard::path) template does not match.
+    pub fn guards(&self, path: &str) -> bool {
+        self.path
+            .as_ref()
+            .is_none_or(|template| template.matches(path))
     }
 
     /// Checks one call: its verdict when allowed (also put in the request
@@ -317,18 +316,9 @@ impl Guard {
             Some(source) => Some(source.visitor(parts)?),
             None => None,
         };
-        let params = match RawPathParams::from_request_parts(parts, &()).await {
-            Ok(params) => Some(params),
-            Err(RawPathParamsRejection::InvalidUtf8InPathParam(_)) => {
-                return Err(Rejection::BadRequest(
-                    "a path parameter is not valid UTF-8".into(),
-                ));
-            }
-            Err(_) => None,
-        };
         let call = Call {
             parts,
-            params: params.as_ref(),
+            path: self.path.as_deref(),
             visitor: visitor.as_ref(),
         };
         let limits = self.limits(&call)?;
@@ -356,8 +346,9 @@ impl Guard {
                         tracing::error!(
                             rule = rule.name(),
                             path = %call.parts.uri.path(),
-                            "the guard found no value for a key part of this rule; \
-                             check the route's parameters and the guard's visitor source"
+                            "the guard found no value for a key part of this rule; check \
+                             its key function, the guard's visitor source, and the layers \
+                             that put key values in a call's extensions"
                         );
                         return Err(Rejection::Internal);
                     }
@@ -381,6 +372,7 @@ impl fmt::Debug for Guard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rules: Vec<&str> = self.rules.iter().map(|c| c.rule.name()).collect();
         f.debug_struct("Guard")
+            .field("path", &self.path.as_ref().map(|p| p.as_str()))
             .field("rules", &rules)
             .field("visitors", &self.visitors)
             .field("mode", &self.spends())
@@ -390,21 +382,22 @@ impl fmt::Debug for Guard {
     }
 }
 
-/// What a key function can read of a call: its path parameters, headers and visitor.
+/// What a key function can read of a call: its path parameters, headers,
+/// extensions and visitor.
 #[derive(Debug)]
 pub struct Call<'a> {
     parts: &'a Parts,
-    params: Option<&'a RawPathParams>,
+    path: Option<&'a Path>,
     visitor: Option<&'a Visitor>,
 }
 
 impl<'a> Call<'a> {
-    /// The path parameter `name` (percent-decoded), e.g. `project` in `/sites/{project}/ask`.
-    pub fn param(&self, name: &str) -> Option<&'a str> {
-        self.params?
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, value)| value)
+    /// The path parameter `name` of the guard's [`path`](Guard::path)
+    /// template (`project` in `/sites/{project}/ask`), percent-decoded;
+    /// `None` when the template has no such parameter (or the guard no
+    /// template), or the value is not UTF-8 once decoded.
+    pub fn param(&self, name: &str) -> Option<Cow<'a, str>> {
+        self.segment(self.path?.index(name)?)
     }
 
     /// The visitor, when the guard has a [`VisitorSource`].
@@ -427,9 +420,8 @@ impl<'a> Call<'a> {
     /// The path's segment at `index` (0 is the first after the leading
     /// `/`), percent-decoded as axum decodes path parameters (so that
     /// `/sites/%64ocs/ask` and `/sites/docs/ask` key alike); `None` past the
-    /// last, when empty, or when not UTF-8 once decoded. For services
-    /// without axum's path parameters: `/sites/docs/ask` has `docs` at 1.
-    /// A key function that returns `None` for a call is answered 500, as a
+    /// last, when empty, or when not UTF-8 once decoded: `/sites/docs/ask`
+    /// has `docs` at 1. A key function that returns `None` for a call is answered 500, as a
     /// misconfigured route; [`KeyPart::Segment`] answers such a call 400.
     pub fn segment(&self, index: usize) -> Option<Cow<'a, str>> {
         let path = self.parts.uri.path();

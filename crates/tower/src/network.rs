@@ -10,13 +10,13 @@ use crate::Error;
 /// a network of one. Bits past the prefix are ignored.
 ///
 /// ```
-/// use tollgate_axum::Network;
+/// use tollgate_tower::Network;
 /// let net: Network = "10.0.0.0/8".parse()?;
 /// assert!(net.contains("10.1.2.3".parse().unwrap()));
 /// assert!(net.contains("::ffff:10.1.2.3".parse().unwrap()));
 /// assert!(!net.contains("11.0.0.1".parse().unwrap()));
 /// assert!("10.0.0.0/33".parse::<Network>().is_err());
-/// # Ok::<(), tollgate_axum::Error>(())
+/// # Ok::<(), tollgate_tower::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Network {

@@ -5,11 +5,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::response::{IntoResponse, Response};
-use http::Request;
-use tower::{Layer, Service};
+use http::{Request, Response};
+use tower_layer::Layer;
+use tower_service::Service;
 
-use crate::{Guard, fields, held};
+use crate::body::hold;
+use crate::{Guard, GuardBody, fields};
 
 impl<S> Layer<S> for Guard {
     type Service = Guarded<S>;
@@ -22,48 +23,49 @@ impl<S> Layer<S> for Guard {
     }
 }
 
-/// A service behind a [`Guard`]: only called for allowed calls. Any tower
-/// service of `http` requests whose response axum can send (an
-/// `http::Response` with a body of bytes, as hyper, tower-http and tonic
-/// services answer) can be guarded, not only an axum route: key its rules
-/// with [`Call::segment`](crate::Call::segment), headers and
-/// [`Call::extension`](crate::Call::extension) instead of path parameters.
+/// A service behind a [`Guard`]: only called for allowed calls (and calls
+/// the guard's [`path`](Guard::path) does not match). Any tower service of
+/// `http` requests and responses can be guarded: an axum route, a hyper
+/// service, a tower-http stack, a tonic server.
 #[derive(Clone, Debug)]
 pub struct Guarded<S> {
     guard: Arc<Guard>,
     inner: S,
 }
 
-impl<S, B> Service<Request<B>> for Guarded<S>
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Guarded<S>
 where
-    S: Service<Request<B>> + Clone + Send + 'static,
-    S::Response: IntoResponse,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    B: Send + 'static,
+    ReqBody: Send + 'static,
 {
-    type Response = Response;
+    type Response = Response<GuardBody<ResBody>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, S::Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         // The clone is not ready; keep the ready service for this call.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let guard = self.guard.clone();
         Box::pin(async move {
+            if !guard.guards(request.uri().path()) {
+                let response = inner.call(request).await?;
+                return Ok(response.map(GuardBody::new));
+            }
             let (mut parts, body) = request.into_parts();
             let verdict = match guard.admit(&mut parts).await {
                 Ok(verdict) => verdict,
-                Err(rejection) => return Ok(guard.refuse(&parts.headers, rejection)),
+                Err(rejection) => return Ok(guard.respond(&parts.headers, rejection)),
             };
             let response = inner.call(Request::from_parts(parts, body)).await?;
-            let mut response = response.into_response();
+            let mut response = response.map(GuardBody::new);
             fields::insert(&verdict, response.headers_mut());
-            Ok(held::hold(response, verdict.leases()))
+            Ok(hold(response, verdict.leases()))
         })
     }
 }

@@ -5,7 +5,7 @@
 //! # async fn demo(limiter: tollgate_core::Limiter, limit: tollgate_core::Limit) -> Result<(), tollgate_core::Error> {
 //! let verdict = limiter.count(&[limit]).await?;
 //! let mut headers = http::HeaderMap::new();
-//! tollgate_axum::fields::insert(&verdict, &mut headers);
+//! tollgate_tower::fields::insert(&verdict, &mut headers);
 //! // RateLimit-Policy: "ask";q=15;w=86400
 //! // RateLimit: "ask";r=14;t=3600
 //! # Ok(()) }

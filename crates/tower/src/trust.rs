@@ -10,13 +10,13 @@ use crate::{Error, Network, cloudflare};
 /// here; from any other peer the peer address is the client.
 ///
 /// ```
-/// use tollgate_axum::{Network, Trust};
+/// use tollgate_tower::{Network, Trust};
 /// assert_eq!("peer".parse::<Trust>()?, Trust::Peer);
 /// assert_eq!("cf-connecting-ip".parse::<Trust>()?, Trust::cloudflare());
 /// let proxies: Vec<Network> = vec!["10.0.0.0/8".parse()?];
 /// let trust = Trust::XForwardedFor(proxies);
 /// assert_eq!(trust.to_string(), "x-forwarded-for");
-/// # Ok::<(), tollgate_axum::Error>(())
+/// # Ok::<(), tollgate_tower::Error>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]

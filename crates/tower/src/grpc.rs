@@ -4,7 +4,7 @@
 //! | rejection | code | details |
 //! |---|---|---|
 //! | `Limited` | `RESOURCE_EXHAUSTED` | `RetryInfo` (the wait; none when the cost never fits), `QuotaFailure` (the limit's name, and what it allows) |
-//! | `Unavailable` | `UNAVAILABLE` | `RetryInfo` ([`UNAVAILABLE_RETRY_AFTER`](crate::UNAVAILABLE_RETRY_AFTER)) |
+//! | `Unavailable` | `UNAVAILABLE` | `RetryInfo` ([`UNAVAILABLE_RETRY_AFTER`]) |
 //! | `BadRequest` | `INVALID_ARGUMENT` | |
 //! | `Internal` | `INTERNAL` | |
 //!
@@ -19,7 +19,7 @@
 //! refusal with [`status`]:
 //!
 //! ```
-//! use tollgate_axum::{Rejection, check, grpc};
+//! use tollgate_tower::{Rejection, check, grpc};
 //! use tollgate_core::{Limiter, Mode, Policy, RuleSet};
 //!
 //! async fn ask(limiter: &Limiter, project: &str) -> Result<String, tonic::Status> {
@@ -38,8 +38,6 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::response::Response;
 use http::{HeaderMap, HeaderValue, header};
 use tollgate_core::{Verdict, Visitor};
 use tonic::metadata::MetadataMap;
@@ -84,8 +82,8 @@ pub fn status(rejection: &Rejection) -> Status {
 /// The whole response to a refused gRPC call: HTTP 200 with the
 /// [`status`] in its headers (a trailers-only response), as a
 /// [`Guard`](crate::Guard) sends it.
-pub fn respond(rejection: &Rejection) -> Response {
-    status(rejection).into_http::<Body>()
+pub fn respond(rejection: &Rejection) -> http::Response<String> {
+    status(rejection).into_http()
 }
 
 /// Whether `headers` are a gRPC request's (`content-type: application/grpc`,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// Everything that can go wrong in `tollgate-axum`.
+/// Everything that can go wrong in `tollgate-tower` (and `tollgate-axum`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -26,6 +26,35 @@ pub enum Error {
     /// message names no header; the source is in the variant, for logs.
     #[error("malformed client address")]
     MalformedAddress(AddressSource),
+    /// A guard's rule is keyed by another number of parts than it declares.
+    #[error("rule `{rule}` takes {expected} key parts, {found} given")]
+    KeyArity {
+        /// The rule.
+        rule: String,
+        /// The parts it declares.
+        expected: usize,
+        /// The parts given.
+        found: usize,
+    },
+    /// A guard's path template is not `/literal/{name}/…`.
+    #[error("invalid path `{path}`: {reason}")]
+    InvalidPath {
+        /// The template as written.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A rule is keyed by a path parameter that the guard's path template
+    /// does not name (or the guard has none).
+    #[error("rule `{rule}` is keyed by the path parameter `{param}`, which the guard's path {}", path.as_deref().map_or("is not set (Guard::path)".to_owned(), |p| format!("`{p}` does not name")))]
+    UnknownParam {
+        /// The rule.
+        rule: String,
+        /// The parameter.
+        param: String,
+        /// The guard's path template, if any.
+        path: Option<String>,
+    },
 }
 
 /// Where a client address was looked for: for server logs, never for a

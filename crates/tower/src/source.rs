@@ -2,7 +2,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::ConnectInfo;
 use http::request::Parts;
 use http::{Extensions, HeaderMap};
 use tollgate_core::Visitor;
@@ -21,9 +20,7 @@ const X_FORWARDED_FOR: &str = "x-forwarded-for";
 /// 400), never a bucket shared by every caller.
 ///
 /// ```
-/// use std::net::SocketAddr;
-/// use axum::extract::ConnectInfo;
-/// use tollgate_axum::{Trust, VisitorSource};
+/// use tollgate_tower::{PeerAddr, Trust, VisitorSource};
 ///
 /// let source = VisitorSource::new(Trust::cloudflare());
 /// let request = |peer: &str| {
@@ -31,9 +28,8 @@ const X_FORWARDED_FOR: &str = "x-forwarded-for";
 ///         .header("cf-connecting-ip", "2001:DB8:0:1::7")
 ///         .body(())
 ///         .unwrap();
-///     // What `into_make_service_with_connect_info::<SocketAddr>()` inserts.
-///     let peer: SocketAddr = peer.parse().unwrap();
-///     request.extensions_mut().insert(ConnectInfo(peer));
+///     // What the server inserts (axum's `ConnectInfo` and tonic's do too).
+///     request.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
 ///     request.into_parts().0
 /// };
 /// // From Cloudflare's edge, the header is the visitor...
@@ -42,7 +38,7 @@ const X_FORWARDED_FOR: &str = "x-forwarded-for";
 /// // ...from anyone else, the peer is.
 /// let visitor = source.visitor(&request("203.0.113.9:50000"))?;
 /// assert_eq!(visitor.as_str(), "203.0.113.9");
-/// # Ok::<(), tollgate_axum::Error>(())
+/// # Ok::<(), tollgate_tower::Error>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VisitorSource {
@@ -114,7 +110,8 @@ impl VisitorSource {
             Err(err) => {
                 if err == Error::MissingAddress(AddressSource::Peer) {
                     tracing::warn!(
-                        "no peer address: serve the router with \
+                        "no peer address: insert a PeerAddr in the request's extensions, \
+                         or serve an axum router with \
                          into_make_service_with_connect_info::<SocketAddr>()"
                     );
                 }
@@ -124,15 +121,26 @@ impl VisitorSource {
     }
 }
 
-/// The peer address axum's `ConnectInfo` (or, with the `tonic` feature,
-/// tonic's server) recorded in a request's extensions.
+/// The address that connected, as a server puts it in a request's
+/// extensions for [`VisitorSource`] to find: a plain hyper or tower server
+/// inserts it itself (axum's `ConnectInfo<SocketAddr>`, with the `axum`
+/// feature, and the peer tonic's server records, with the `tonic` feature,
+/// are found too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// The peer address a server recorded in a request's extensions.
 fn peer(extensions: &Extensions) -> Option<IpAddr> {
-    let axum = extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip());
+    let found = extensions.get::<PeerAddr>().map(|PeerAddr(addr)| addr.ip());
+    #[cfg(feature = "axum")]
+    let found = found.or_else(|| {
+        extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|axum::extract::ConnectInfo(addr)| addr.ip())
+    });
     #[cfg(feature = "tonic")]
-    let axum = axum.or_else(|| crate::grpc::peer(extensions));
-    axum
+    let found = found.or_else(|| crate::grpc::peer(extensions));
+    found
 }
 
 /// The client per `cf-connecting-ip` when the peer is inside `edges`; the

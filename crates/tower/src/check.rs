@@ -12,14 +12,10 @@ use crate::Rejection;
 /// calls it itself, before any domain work.
 ///
 /// ```
-/// use axum::extract::State;
-/// use tollgate_axum::{Rejection, check};
+/// use tollgate_tower::{Rejection, check};
 /// use tollgate_core::{Limiter, Mode, Policy, RuleSet};
 ///
-/// async fn ask(
-///     State((limiter, rules)): State<(Limiter, RuleSet)>,
-///     question: String, // the request body
-/// ) -> Result<String, Rejection> {
+/// async fn ask(limiter: &Limiter, rules: &RuleSet, question: &str) -> Result<String, Rejection> {
 ///     let estimate = question.len().div_ceil(4) as u64 + 512;
 ///     let tokens = rules.get("ask-tokens")?.limit(&["docs"])?.with_cost(estimate)?;
 ///     let verdict = check(&limiter, &[tokens], Mode::Reserve, Policy::FailClosed).await?;
