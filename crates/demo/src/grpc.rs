@@ -10,11 +10,15 @@
 //! with `RetryInfo` and `QuotaFailure`, `UNAVAILABLE` with `RetryInfo`, or
 //! `INVALID_ARGUMENT`. The visitor is the gRPC peer, or what the trusted
 //! metadata says (`--trust`), as for HTTP. An answer carries the
-//! `ratelimit-policy` and `ratelimit` metadata; its in-flight leases end
-//! when the handler returns its answer.
+//! `ratelimit-policy` and `ratelimit` metadata, and holds its in-flight
+//! leases until it has been sent ([`HoldLeasesLayer`], which [`serve`]
+//! puts in front of the service).
 
+use tokio::net::TcpListener;
 use tollgate::axum::{Rejection, check, grpc};
+use tollgate::tower::HoldLeasesLayer;
 use tollgate::{Mode, Policy};
+use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
 use crate::app::{Demo, provider};
@@ -30,7 +34,7 @@ pub mod proto {
 use proto::ask_server::{Ask, AskServer};
 use proto::{AskReply, AskRequest};
 
-/// The `Ask` service; serve it with [`AskService::into_server`].
+/// The `Ask` service; serve it with [`serve`].
 #[derive(Clone, Debug)]
 pub struct AskService {
     demo: Demo,
@@ -43,7 +47,7 @@ impl AskService {
 
     /// The tonic service, decoding requests of at most the HTTP route's
     /// largest ask body.
-    pub fn into_server(self) -> AskServer<AskService> {
+    pub(crate) fn into_server(self) -> AskServer<AskService> {
         let max = usize::try_from(self.demo.ask.max_body).unwrap_or(usize::MAX);
         AskServer::new(self).max_decoding_message_size(max)
     }
@@ -94,7 +98,27 @@ impl AskService {
             tokens: used,
         });
         grpc::insert_fields(&verdict, response.metadata_mut());
-        // The verdict's leases end here, with the answer.
+        // Its leases are held until the answer has been sent.
+        response.extensions_mut().insert(verdict);
         Ok(response)
     }
+}
+
+/// Serves `service` on `listener` (HTTP/2 without TLS) until the task is
+/// dropped or the server fails, holding each answer's leases until it has
+/// been sent.
+///
+/// # Errors
+///
+/// The server's failure.
+pub async fn serve(
+    listener: TcpListener,
+    service: AskService,
+) -> Result<(), tonic::transport::Error> {
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    tonic::transport::Server::builder()
+        .layer(HoldLeasesLayer)
+        .add_service(service.into_server())
+        .serve_with_incoming(incoming)
+        .await
 }

@@ -10,7 +10,6 @@ use tokio::net::TcpListener;
 use tollgate::axum::Trust;
 use tollgate::url::shown;
 use tollgate::{Limiter, OpenError, RuleSet};
-use tonic::transport::server::TcpIncoming;
 
 use crate::{Options, Settings, serve_with, services_with};
 
@@ -135,10 +134,7 @@ pub async fn run(
                 .map_err(|source| StartError::Listen { addr, source })?;
             let grpc_addr = listener.local_addr().map_err(StartError::Serve)?;
             tracing::info!("gRPC tollgate.demo.v1.Ask on http://{grpc_addr}");
-            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-            let server = tonic::transport::Server::builder()
-                .add_service(services.grpc.into_server())
-                .serve_with_incoming(incoming);
+            let server = crate::grpc::serve(listener, services.grpc);
             Some(tokio::spawn(async move {
                 if let Err(err) = server.await {
                     tracing::error!(error = %err, "the gRPC server failed");

@@ -24,7 +24,6 @@ use tollgate_demo::grpc::proto::ask_client::AskClient;
 use tollgate_demo::{Settings, serve, services_with};
 use tonic::Code;
 use tonic::transport::Channel;
-use tonic::transport::server::TcpIncoming;
 use tonic_types::StatusExt;
 
 use demo_binary::Running;
@@ -100,20 +99,20 @@ async fn the_binary_answers_fifteen_grpc_asks_then_waits_as_the_http_route_does(
 
 /// The demo's HTTP routes and gRPC service on loopback ports, over `limiter`.
 async fn start(limiter: Limiter) -> (String, String) {
+    start_with(limiter, Settings::default()).await
+}
+
+async fn start_with(limiter: Limiter, settings: Settings) -> (String, String) {
     let marks = MemoryStore::default();
     let rules = RuleSet::defaults();
     let visitors = VisitorSource::new(Trust::Peer);
-    let services = services_with(limiter, marks, &rules, visitors, Settings::default()).unwrap();
+    let services = services_with(limiter, marks, &rules, visitors, settings).unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http_addr: SocketAddr = http.local_addr().unwrap();
     tokio::spawn(serve(http, services.http, std::future::pending()));
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let grpc_addr: SocketAddr = grpc.local_addr().unwrap();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(services.grpc.into_server())
-            .serve_with_incoming(TcpIncoming::from(grpc)),
-    );
+    tokio::spawn(tollgate_demo::grpc::serve(grpc, services.grpc));
     (format!("http://{http_addr}"), format!("http://{grpc_addr}"))
 }
 
@@ -201,4 +200,57 @@ async fn a_failing_store_is_unavailable_with_retry_info() {
         tollgate::axum::UNAVAILABLE_RETRY_AFTER
     );
     assert!(!refused.message().contains("memory"), "{refused:?}");
+}
+
+/// With a provider that takes a second, ten asks at once from one visitor
+/// get two answers (`ask-inflight`: 2 per visitor) and eight
+/// `RESOURCE_EXHAUSTED` naming `ask-inflight`, which spend nothing of
+/// `ask`; once the answers have been sent, the leases are back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asks_in_flight_over_grpc_hold_their_leases() {
+    let settings = Settings {
+        provider_delay: Duration::from_secs(1),
+        ..Settings::default()
+    };
+    let (_, grpc) = start_with(Limiter::new(MemoryStore::default()), settings).await;
+    let client = AskClient::connect(grpc).await.unwrap();
+    let asks: Vec<_> = (0..10)
+        .map(|_| {
+            let mut client = client.clone();
+            tokio::spawn(async move { ask(&mut client, "docs").await })
+        })
+        .collect();
+    let mut answered = 0;
+    for outcome in asks {
+        match outcome.await.unwrap() {
+            Ok(_) => answered += 1,
+            Err(refused) => {
+                assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+                let violations = refused.get_details_quota_failure().unwrap().violations;
+                assert_eq!(violations[0].subject, "ask-inflight", "{refused:?}");
+            }
+        }
+    }
+    assert_eq!(answered, 2);
+    // The two answers spent `ask`; the eight refusals did not. The leases
+    // are released by a task once each answer has been sent.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut client = client.clone();
+    let answer = loop {
+        match ask(&mut client, "docs").await {
+            Ok(answer) => break answer,
+            Err(refused) if tokio::time::Instant::now() < deadline => {
+                assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(refused) => panic!("the leases were never released: {refused:?}"),
+        }
+    };
+    let fields = answer
+        .metadata()
+        .get("ratelimit")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(fields.contains("\"ask\";r=12;"), "{fields}");
 }

@@ -209,3 +209,52 @@ impl<B> std::fmt::Debug for GuardBody<B> {
             .finish()
     }
 }
+
+/// A layer that holds, until each response's body ends, the leases of the
+/// [`Verdict`] a handler put in that response's extensions: for handlers
+/// that check limits themselves and answer through a framework that owns
+/// the response (a tonic service: `response.extensions_mut().insert(verdict)`,
+/// which tonic carries to the HTTP response). A response without a
+/// verdict holds nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HoldLeasesLayer;
+
+impl<S> tower_layer::Layer<S> for HoldLeasesLayer {
+    type Service = HoldLeases<S>;
+
+    fn layer(&self, inner: S) -> HoldLeases<S> {
+        HoldLeases { inner }
+    }
+}
+
+/// The service of [`HoldLeasesLayer`].
+#[derive(Clone, Debug)]
+pub struct HoldLeases<S> {
+    inner: S,
+}
+
+impl<S, Request, B> tower_service::Service<Request> for HoldLeases<S>
+where
+    S: tower_service::Service<Request, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<GuardBody<B>>;
+    type Error = S::Error;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let answered = self.inner.call(request);
+        Box::pin(async move {
+            let mut response = answered.await?;
+            Ok(match response.extensions_mut().remove::<Verdict>() {
+                Some(verdict) => hold_leases(response, &verdict),
+                None => response.map(GuardBody::new),
+            })
+        })
+    }
+}

@@ -16,7 +16,7 @@ mod service;
 mod source;
 mod trust;
 
-pub use body::{BoxError, GuardBody, hold_leases};
+pub use body::{BoxError, GuardBody, HoldLeases, HoldLeasesLayer, hold_leases};
 pub use check::check;
 pub use error::{AddressSource, Error};
 pub use guard::{Call, Guard};
