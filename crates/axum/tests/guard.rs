@@ -778,3 +778,69 @@ fn a_key_by_a_parameter_the_path_does_not_name_is_refused_when_built() {
         "{err}"
     );
 }
+
+/// Inside a route (axum's `MatchedPath` is set), a guard checks the calls
+/// of the route its template names: nested under a prefix, its template
+/// (the route's own path) is that route's; a template written with the
+/// prefix the nested router strips is a 500 that counts nothing, never a
+/// call let through unchecked.
+#[tokio::test]
+async fn a_guard_keys_a_nested_route_by_its_own_path() {
+    let handler = || async { "done" };
+    let nested = Router::new().nest(
+        "/api",
+        Router::new().route(ASK, post(handler).route_layer(ask_guard(memory_limiter()))),
+    );
+    let ask_at = |router: Router, path: &'static str| async move {
+        let mut request = Request::post(path)
+            .header("cf-connecting-ip", "203.0.113.9")
+            .body(Body::empty())
+            .unwrap();
+        let edge: SocketAddr = "173.245.48.1:443".parse().unwrap();
+        request.extensions_mut().insert(ConnectInfo(edge));
+        router.oneshot(request).await.unwrap()
+    };
+    for _ in 0..3 {
+        let response = ask_at(nested.clone(), "/api/sites/docs/ask").await;
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let refused = ask_at(nested.clone(), "/api/sites/docs/ask").await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+
+    let prefixed = Guard::new(memory_limiter())
+        .path("/api/sites/{project}/ask")
+        .unwrap()
+        .keyed(&rule("runs", 1, Window::DAY), &[KeyPart::Param("project")])
+        .unwrap();
+    let misnested = Router::new().nest(
+        "/api",
+        Router::new().route(ASK, post(handler).route_layer(prefixed)),
+    );
+    for _ in 0..3 {
+        let response = ask_at(misnested.clone(), "/api/sites/docs/ask").await;
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+}
+
+/// A guard without a path template, keyed by a function of axum's route
+/// parameters, keys as it did before templates (with `route_layer`).
+#[tokio::test]
+async fn a_guard_without_a_template_reads_the_routes_parameters() {
+    let guard = Guard::new(memory_limiter())
+        .visitors(VisitorSource::new(Trust::cloudflare()))
+        .rule(&rule("ask", 2, Window::DAY), |call| {
+            Some(vec![call.param("project")?.into(), call.visitor()?.into()])
+        });
+    let (router, runs) = app(guard);
+    for project in ["docs", "docs", "blog"] {
+        assert_eq!(
+            post_ask(&router, project, "203.0.113.9").await.status(),
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        post_ask(&router, "docs", "203.0.113.9").await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}

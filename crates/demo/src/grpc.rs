@@ -15,8 +15,7 @@
 //! puts in front of the service).
 
 use tokio::net::TcpListener;
-use tollgate::axum::{Rejection, check, grpc};
-use tollgate::tower::HoldLeasesLayer;
+use tollgate::tower::{HoldLeasesLayer, Rejection, check, grpc};
 use tollgate::{Mode, Policy};
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
@@ -104,9 +103,13 @@ impl AskService {
     }
 }
 
-/// Serves `service` on `listener` (HTTP/2 without TLS) until the task is
-/// dropped or the server fails, holding each answer's leases until it has
-/// been sent.
+/// Calls in flight at once on one connection, at most; past it the next
+/// waits for one to end.
+pub const MAX_CALLS_PER_CONNECTION: usize = 64;
+
+/// Serves `service` on `listener` (HTTP/2 without TLS) until `shutdown`
+/// completes (then the calls in flight end) or the server fails, holding
+/// each answer's leases until it has been sent.
 ///
 /// # Errors
 ///
@@ -114,11 +117,13 @@ impl AskService {
 pub async fn serve(
     listener: TcpListener,
     service: AskService,
+    shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
+        .concurrency_limit_per_connection(MAX_CALLS_PER_CONNECTION)
         .layer(HoldLeasesLayer)
         .add_service(service.into_server())
-        .serve_with_incoming(incoming)
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await
 }

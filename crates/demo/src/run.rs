@@ -134,12 +134,17 @@ pub async fn run(
                 .map_err(|source| StartError::Listen { addr, source })?;
             let grpc_addr = listener.local_addr().map_err(StartError::Serve)?;
             tracing::info!("gRPC tollgate.demo.v1.Ask on http://{grpc_addr}");
-            let server = crate::grpc::serve(listener, services.grpc);
-            Some(tokio::spawn(async move {
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let stopped = async move {
+                let _ = stopped.await;
+            };
+            let server = crate::grpc::serve(listener, services.grpc, stopped);
+            let task = tokio::spawn(async move {
                 if let Err(err) = server.await {
                     tracing::error!(error = %err, "the gRPC server failed");
                 }
-            }))
+            });
+            Some((stop, task))
         }
         None => None,
     };
@@ -158,8 +163,10 @@ pub async fn run(
         "listening on http://{addr}"
     );
     let served = serve_with(listener, services.http, options.limits(), shutdown).await;
-    if let Some(grpc) = grpc {
-        grpc.abort();
+    if let Some((stop, task)) = grpc {
+        // As the HTTP server does: no new calls, the calls in flight end.
+        let _ = stop.send(());
+        let _ = task.await;
     }
     served.map_err(StartError::Serve)
 }

@@ -112,7 +112,11 @@ async fn start_with(limiter: Limiter, settings: Settings) -> (String, String) {
     tokio::spawn(serve(http, services.http, std::future::pending()));
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let grpc_addr: SocketAddr = grpc.local_addr().unwrap();
-    tokio::spawn(tollgate_demo::grpc::serve(grpc, services.grpc));
+    tokio::spawn(tollgate_demo::grpc::serve(
+        grpc,
+        services.grpc,
+        std::future::pending(),
+    ));
     (format!("http://{http_addr}"), format!("http://{grpc_addr}"))
 }
 

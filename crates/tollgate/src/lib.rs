@@ -46,6 +46,6 @@ pub use tollgate_sqlite as sqlite;
 
 /// The README's examples of mounting the guard, compiled (not run) as
 /// doctests when the features they use are on (as in the workspace's tests).
-#[cfg(all(doctest, feature = "redis", feature = "axum", feature = "tonic"))]
+#[cfg(all(doctest, feature = "axum"))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;

@@ -141,7 +141,12 @@ pub(crate) fn hold<B>(
     }
     let leases = leases.to_vec();
     let (ended, renewing) = oneshot::channel();
-    tokio::spawn(renew(leases.clone(), renewing));
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn(renew(leases.clone(), renewing))),
+        // No runtime: the leases are held unrenewed, and end at their
+        // expiry if the body outlives them.
+        Err(_) => tracing::warn!("leases held outside a tokio runtime are not renewed"),
+    }
     response.body_mut().leases = Some(Holder {
         leases,
         _ended: ended,

@@ -125,11 +125,15 @@ pub fn rate_limit(usage: &[Usage]) -> Option<HeaderValue> {
 
 /// Inserts both fields for `verdict`; nothing when it is degraded or has no limits.
 pub fn insert(verdict: &Verdict, headers: &mut HeaderMap) {
-    if verdict.is_degraded() {
-        return;
+    if !verdict.is_degraded() {
+        insert_usage(verdict.usage(), headers);
     }
-    if let (Some(policy), Some(rate_limit)) = (policy(verdict.usage()), rate_limit(verdict.usage()))
-    {
+}
+
+/// Inserts both fields for the limits of a check, `usage` (a refusal's
+/// too); nothing when no limit is public.
+pub fn insert_usage(usage: &[Usage], headers: &mut HeaderMap) {
+    if let (Some(policy), Some(rate_limit)) = (policy(usage), rate_limit(usage)) {
         headers.insert(RATELIMIT_POLICY, policy);
         headers.insert(RATELIMIT, rate_limit);
     }

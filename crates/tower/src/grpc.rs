@@ -54,28 +54,23 @@ pub fn status(rejection: &Rejection) -> Status {
             if !limited.never_fits() {
                 details.set_retry_info(Some(Duration::from_secs(limited.retry_after())));
             }
-            details.add_quota_failure_violation(limited.limit(), limited.to_string());
+            details.add_quota_failure_violation(limited.limit(), rejection.detail());
             let mut headers = HeaderMap::new();
-            if let (Some(policy), Some(rate_limit)) =
-                (fields::policy(usage), fields::rate_limit(usage))
-            {
-                headers.insert(fields::RATELIMIT_POLICY, policy);
-                headers.insert(fields::RATELIMIT, rate_limit);
-            }
+            fields::insert_usage(usage, &mut headers);
             Status::with_error_details_and_metadata(
                 Code::ResourceExhausted,
-                limited.to_string(),
+                rejection.detail(),
                 details,
                 MetadataMap::from_headers(headers),
             )
         }
         Rejection::Unavailable => Status::with_error_details(
             Code::Unavailable,
-            "rate limits cannot be checked right now; try again shortly",
+            rejection.detail(),
             ErrorDetails::with_retry_info(Some(Duration::from_secs(UNAVAILABLE_RETRY_AFTER))),
         ),
-        Rejection::BadRequest(detail) => Status::invalid_argument(detail.clone()),
-        Rejection::Internal => Status::internal("the request could not be checked"),
+        Rejection::BadRequest(_) => Status::invalid_argument(rejection.detail()),
+        Rejection::Internal => Status::internal(rejection.detail()),
     }
 }
 

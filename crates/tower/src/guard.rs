@@ -35,7 +35,7 @@ struct Checked {
 }
 
 /// A guard: checks every rule's limit in one store call **before** the
-/// service runs. A refused call gets a [`Rejection`] (429, 503 or 400; a
+/// service runs. A refused call gets a [`Rejection`] (429, 503, 400 or 500; a
 /// gRPC call its status, feature `tonic`) and the service never runs; an
 /// allowed call reaches the service with the [`Verdict`] and the
 /// [`Visitor`] in its request extensions, and its response gets the
@@ -96,14 +96,21 @@ impl Guard {
         }
     }
 
-    /// Guards the calls whose path matches `template` (`/sites/{project}/ask`:
-    /// literal segments, and parameters each a whole segment, named for
-    /// [`KeyPart::Param`] and [`Call::param`]); every other call passes
-    /// through unchecked. So one guard works mounted on its route (axum's
-    /// `route_layer`, where the path is the route's) or on a whole router
-    /// or server (axum's `Router::layer`, tonic's `Server::layer`, a
-    /// tower-http stack), and path parameters never depend on how it is
-    /// mounted. Set it before the rules keyed by its parameters.
+    /// Guards the calls of the route `template` names
+    /// (`/sites/{project}/ask`: literal segments, and parameters each a
+    /// whole segment, named for [`KeyPart::Param`] and [`Call::param`]);
+    /// calls of other routes pass through unchecked ([`guards`](Guard::guards)).
+    /// So one guard works mounted on its route (axum's `route_layer`) or on
+    /// a whole router or server (axum's `Router::layer`, tonic's
+    /// `Server::layer`, a tower-http stack), and path parameters never
+    /// depend on how it is mounted. A path matches however it is written
+    /// (empty segments, a trailing slash, percent-encoded literals), as a
+    /// lenient service would answer it. Write the path as the guard sees
+    /// it: inside a nested router, without the prefix the router strips
+    /// (a call the guard checks whose path its template does not match is
+    /// refused 500). One guard per route: put on a route of another path,
+    /// it lets that route's calls through. Set it before the rules keyed
+    /// by its parameters.
     ///
     /// # Errors
     ///
@@ -175,7 +182,7 @@ impl Guard {
             });
         }
         for param in parts.iter().filter_map(KeyPart::param) {
-            if self.path.as_ref().and_then(|p| p.index(param)).is_none() {
+            if !self.path.as_ref().is_some_and(|p| p.names(param)) {
                 return Err(Error::UnknownParam {
                     rule: rule.name().to_owned(),
                     param: param.to_owned(),
@@ -282,7 +289,7 @@ impl Guard {
 
     /// The response to the refusal of a call with these `headers`: as
     /// [`on_rejection`](Guard::on_rejection) shapes it; else a gRPC call's
-    /// status (feature `tonic`, [`grpc`](crate::grpc)); else the
+    /// status (feature `tonic`, the `grpc` module); else the
     /// rejection's own.
     pub fn respond<B>(
         &self,
@@ -301,24 +308,55 @@ impl Guard {
         rejection.into_http().map(GuardBody::text)
     }
 
-    /// Whether this guard checks a call to `path`: always, unless its
-    /// [`path`](Guard::path) template does not match.
-    pub fn guards(&self, path: &str) -> bool {
-        self.path
-            .as_ref()
-            .is_none_or(|template| template.matches(path))
+    /// Whether this guard checks `request`: always without a
+    /// [`path`](Guard::path) template; with one, when the request's path
+    /// matches it or (with the `axum` feature) when the request was routed
+    /// to the template's axum route, whatever prefix a nesting router
+    /// added. A call of another route passes through: a guard mounted with
+    /// `layer` on a whole router checks its own route only.
+    pub fn guards<B>(&self, request: &http::Request<B>) -> bool {
+        let Some(template) = &self.path else {
+            return true;
+        };
+        #[cfg(feature = "axum")]
+        if let Some(route) = request.extensions().get::<axum::extract::MatchedPath>() {
+            return template.is_route(route.as_str());
+        }
+        template.matches(request.uri().path())
     }
 
     /// Checks one call: its verdict when allowed (also put in the request
-    /// extensions, with the visitor), the rejection otherwise.
+    /// extensions, with the visitor), the rejection otherwise. A call whose
+    /// path the guard's template does not match is refused 500 (logged): a
+    /// guard inside a route of another path (a nested router's prefix, a
+    /// second route) would key it by the wrong values.
     pub async fn admit(&self, parts: &mut Parts) -> Result<Verdict, Rejection> {
+        if let Some(template) = self.path.as_deref()
+            && !template.matches(parts.uri.path())
+        {
+            tracing::error!(
+                template = template.as_str(),
+                path = %parts.uri.path(),
+                "the guard's path does not match a call it guards: write the \
+                 route's path as the guard sees it (inside a nested router, without \
+                 its prefix)"
+            );
+            return Err(Rejection::Internal);
+        }
         let visitor = match &self.visitors {
             Some(source) => Some(source.visitor(parts)?),
             None => None,
         };
+        #[cfg(feature = "axum")]
+        let params = match &self.path {
+            Some(_) => None,
+            None => axum_params(parts).await?,
+        };
         let call = Call {
             parts,
             path: self.path.as_deref(),
+            #[cfg(feature = "axum")]
+            params: params.as_ref(),
             visitor: visitor.as_ref(),
         };
         let limits = self.limits(&call)?;
@@ -382,22 +420,52 @@ impl fmt::Debug for Guard {
     }
 }
 
+/// The path parameters axum's router found, for a guard without a path
+/// template (`None` outside an axum route).
+#[cfg(feature = "axum")]
+async fn axum_params(parts: &mut Parts) -> Result<Option<axum::extract::RawPathParams>, Rejection> {
+    use axum::extract::FromRequestParts;
+    use axum::extract::rejection::RawPathParamsRejection;
+    match axum::extract::RawPathParams::from_request_parts(parts, &()).await {
+        Ok(params) => Ok(Some(params)),
+        Err(RawPathParamsRejection::InvalidUtf8InPathParam(_)) => Err(Rejection::BadRequest(
+            "a path parameter is not valid UTF-8".into(),
+        )),
+        Err(_) => Ok(None),
+    }
+}
+
 /// What a key function can read of a call: its path parameters, headers,
 /// extensions and visitor.
 #[derive(Debug)]
 pub struct Call<'a> {
     parts: &'a Parts,
     path: Option<&'a Path>,
+    #[cfg(feature = "axum")]
+    params: Option<&'a axum::extract::RawPathParams>,
     visitor: Option<&'a Visitor>,
 }
 
 impl<'a> Call<'a> {
     /// The path parameter `name` of the guard's [`path`](Guard::path)
     /// template (`project` in `/sites/{project}/ask`), percent-decoded;
-    /// `None` when the template has no such parameter (or the guard no
-    /// template), or the value is not UTF-8 once decoded.
+    /// `None` when the template has no such parameter, or the value is not
+    /// UTF-8 once decoded. A guard without a template has none, except
+    /// (with the `axum` feature) those of the axum route it was put on
+    /// with `route_layer`: give it a template to key by parameters however
+    /// it is mounted.
     pub fn param(&self, name: &str) -> Option<Cow<'a, str>> {
-        self.segment(self.path?.index(name)?)
+        match self.path {
+            Some(path) => path.param(self.parts.uri.path(), name),
+            #[cfg(feature = "axum")]
+            None => self
+                .params?
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, value)| Cow::Borrowed(value)),
+            #[cfg(not(feature = "axum"))]
+            None => None,
+        }
     }
 
     /// The visitor, when the guard has a [`VisitorSource`].
@@ -417,21 +485,15 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// The path's segment at `index` (0 is the first after the leading
-    /// `/`), percent-decoded as axum decodes path parameters (so that
-    /// `/sites/%64ocs/ask` and `/sites/docs/ask` key alike); `None` past the
-    /// last, when empty, or when not UTF-8 once decoded: `/sites/docs/ask`
-    /// has `docs` at 1. A key function that returns `None` for a call is answered 500, as a
-    /// misconfigured route; [`KeyPart::Segment`] answers such a call 400.
+    /// The path's non-empty segment at `index` (`/sites/docs/ask` has
+    /// `docs` at 1, as `//sites/docs/ask/` does), percent-decoded as axum
+    /// decodes path parameters (so that `/sites/%64ocs/ask` and
+    /// `/sites/docs/ask` key alike); `None` past the last, or when not
+    /// UTF-8 once decoded. A key function that returns `None` for a call
+    /// is answered 500, as a misconfigured route; [`KeyPart::Segment`]
+    /// answers such a call 400.
     pub fn segment(&self, index: usize) -> Option<Cow<'a, str>> {
-        let path = self.parts.uri.path();
-        let raw = path
-            .strip_prefix('/')
-            .unwrap_or(path)
-            .split('/')
-            .nth(index)
-            .filter(|segment| !segment.is_empty())?;
-        percent_encoding::percent_decode_str(raw).decode_utf8().ok()
+        crate::key::decoded(crate::key::segments(self.parts.uri.path()).nth(index)?)
     }
 
     /// The request extension of type `T`: e.g. the principal an

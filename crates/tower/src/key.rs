@@ -154,7 +154,11 @@ impl<T: fmt::Display + Send + Sync + 'static> Key for Extension<T> {
 }
 
 /// A guard's path template: `/sites/{project}/ask`, literal segments and
-/// whole-segment parameters.
+/// whole-segment parameters. Paths are compared as a router would not be
+/// fooled: by their non-empty segments (so `//sites/docs/ask/` is
+/// `/sites/docs/ask`), each percent-decoded (so `/sites/docs/%61sk` is
+/// too): a call a lenient service would answer as the route is guarded as
+/// the route.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Path {
     template: String,
@@ -167,18 +171,30 @@ enum Segment {
     Param(String),
 }
 
+/// The non-empty segments of `path`.
+pub(crate) fn segments(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|segment| !segment.is_empty())
+}
+
+/// `segment` percent-decoded, when UTF-8.
+pub(crate) fn decoded(segment: &str) -> Option<Cow<'_, str>> {
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .ok()
+}
+
 impl Path {
     pub(crate) fn parse(template: &str) -> Result<Path, Error> {
         let invalid = |reason| Error::InvalidPath {
             path: template.to_owned(),
             reason,
         };
-        let rest = template
-            .strip_prefix('/')
-            .ok_or_else(|| invalid("it must start with `/`"))?;
-        let mut segments = Vec::new();
-        for segment in rest.split('/') {
-            let parsed = match segment.strip_prefix('{') {
+        if !template.starts_with('/') {
+            return Err(invalid("it must start with `/`"));
+        }
+        let mut parsed = Vec::new();
+        for segment in segments(template) {
+            let segment = match segment.strip_prefix('{') {
                 Some(inner) => {
                     let name = inner
                         .strip_suffix('}')
@@ -190,7 +206,7 @@ impl Path {
                             "a parameter is `{name}`, its name letters, digits and `_`",
                         ));
                     }
-                    if segments.contains(&Segment::Param(name.to_owned())) {
+                    if parsed.contains(&Segment::Param(name.to_owned())) {
                         return Err(invalid("a parameter is named twice"));
                     }
                     Segment::Param(name.to_owned())
@@ -200,11 +216,11 @@ impl Path {
                 }
                 None => Segment::Literal(segment.to_owned()),
             };
-            segments.push(parsed);
+            parsed.push(segment);
         }
         Ok(Path {
             template: template.to_owned(),
-            segments,
+            segments: parsed,
         })
     }
 
@@ -213,26 +229,59 @@ impl Path {
         &self.template
     }
 
-    /// The segment index of the parameter `name`.
-    pub(crate) fn index(&self, name: &str) -> Option<usize> {
+    /// Whether the template names the parameter `name`.
+    pub(crate) fn names(&self, name: &str) -> bool {
+        self.index(name).is_some()
+    }
+
+    fn index(&self, name: &str) -> Option<usize> {
         self.segments
             .iter()
             .position(|s| matches!(s, Segment::Param(n) if n == name))
     }
 
-    /// Whether `path` (a request's, not decoded) matches: as many segments,
-    /// each literal equal, each parameter not empty.
+    /// Whether `path` (a request's, not decoded) matches: as many
+    /// non-empty segments, each literal equal once decoded.
     pub(crate) fn matches(&self, path: &str) -> bool {
-        let mut given = path.strip_prefix('/').unwrap_or(path).split('/');
+        let mut given = segments(path);
         let all = self
             .segments
             .iter()
             .all(|segment| match (segment, given.next()) {
-                (Segment::Literal(literal), Some(value)) => literal == value,
-                (Segment::Param(_), Some(value)) => !value.is_empty(),
+                (Segment::Literal(literal), Some(value)) => {
+                    decoded(value).is_some_and(|value| value == literal.as_str())
+                }
+                (Segment::Param(_), Some(_)) => true,
                 (_, None) => false,
             });
         all && given.next().is_none()
+    }
+
+    /// Whether `route`, an axum route's path as its router matched it
+    /// (with any nest prefix), is this template's route: it ends with the
+    /// template's segments, parameters named alike.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) fn is_route(&self, route: &str) -> bool {
+        let route: Vec<&str> = segments(route).collect();
+        let Some(start) = route.len().checked_sub(self.segments.len()) else {
+            return false;
+        };
+        self.segments
+            .iter()
+            .zip(&route[start..])
+            .all(|(segment, given)| match segment {
+                Segment::Literal(literal) => literal == given,
+                Segment::Param(name) => given
+                    .strip_prefix('{')
+                    .and_then(|rest| rest.strip_suffix('}'))
+                    .is_some_and(|given| given == name),
+            })
+    }
+
+    /// The parameter `name` of `path` (which [`matches`](Path::matches)),
+    /// percent-decoded; `None` when not UTF-8.
+    pub(crate) fn param<'p>(&self, path: &'p str, name: &str) -> Option<Cow<'p, str>> {
+        decoded(segments(path).nth(self.index(name)?)?)
     }
 }
 
@@ -241,24 +290,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_template_matches_its_paths_only() {
+    fn a_template_matches_its_paths_as_a_lenient_router_would() {
         let path = Path::parse("/sites/{project}/ask").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(path.index("project"), Some(1));
-        assert_eq!(path.index("ask"), None);
-        assert!(path.matches("/sites/docs/ask"));
-        assert!(path.matches("/sites/%64ocs/ask"));
+        assert!(path.names("project") && !path.names("ask"));
+        // Empty segments, a trailing slash and encoded literals are the route.
+        for same in [
+            "/sites/docs/ask",
+            "/sites/%64ocs/ask",
+            "/sites/docs/ask/",
+            "//sites/docs//ask",
+            "/sites/docs/%61sk",
+        ] {
+            assert!(path.matches(same), "{same}");
+            assert_eq!(
+                path.param(same, "project").as_deref(),
+                Some("docs"),
+                "{same}"
+            );
+        }
         for other in [
             "/sites//ask",
             "/sites/docs",
-            "/sites/docs/ask/",
+            "/sites/docs/ask/more",
             "/site/docs/ask",
             "/",
             "",
         ] {
             assert!(!path.matches(other), "{other}");
         }
+        assert_eq!(path.param("/sites/%FF/ask", "project"), None);
         let root = Path::parse("/").unwrap_or_else(|e| panic!("{e}"));
-        assert!(root.matches("/") && !root.matches("/a"));
+        assert!(root.matches("/") && root.matches("") && !root.matches("/a"));
+    }
+
+    #[test]
+    fn a_route_is_the_templates_when_it_ends_with_it() {
+        let path = Path::parse("/sites/{project}/ask").unwrap_or_else(|e| panic!("{e}"));
+        for route in [
+            "/sites/{project}/ask",
+            "/api/sites/{project}/ask",
+            "/sites/{project}/ask/",
+        ] {
+            assert!(path.is_route(route), "{route}");
+        }
+        for route in [
+            "/sites/{site}/ask",
+            "/sites/{project}/ask/stream",
+            "/healthz",
+            "/ask",
+        ] {
+            assert!(!path.is_route(route), "{route}");
+        }
     }
 
     #[test]

@@ -86,13 +86,26 @@ impl Rejection {
         }
     }
 
+    /// What went wrong, for the caller: the problem's `detail`, a gRPC
+    /// status's message. It never names a storage key or a store.
+    pub fn detail(&self) -> String {
+        match self {
+            Rejection::Limited { limited, .. } => limited.to_string(),
+            Rejection::Unavailable => {
+                "rate limits cannot be checked right now; try again shortly".into()
+            }
+            Rejection::BadRequest(detail) => detail.clone(),
+            Rejection::Internal => "the request could not be checked".into(),
+        }
+    }
+
     /// The problem body and `Retry-After` of the response.
     pub fn problem(&self) -> Problem {
         let status = self.status();
         match self {
             Rejection::Limited { limited, .. } => {
                 let problem = Problem::new(status, problem::RATE_LIMITED, "Too Many Requests")
-                    .detail(limited.to_string())
+                    .detail(self.detail())
                     .member("limit", limited.limit())
                     .member("algorithm", limited.algorithm().as_str());
                 let problem = match limited.unit() {
@@ -110,15 +123,15 @@ impl Rejection {
             }
             Rejection::Unavailable => {
                 Problem::new(status, problem::UNAVAILABLE, "Service Unavailable")
-                    .detail("rate limits cannot be checked right now; try again shortly")
+                    .detail(self.detail())
                     .member("retry_after", UNAVAILABLE_RETRY_AFTER)
                     .retry_after(UNAVAILABLE_RETRY_AFTER)
             }
-            Rejection::BadRequest(detail) => {
-                Problem::new(status, problem::BAD_REQUEST, "Bad Request").detail(detail.clone())
+            Rejection::BadRequest(_) => {
+                Problem::new(status, problem::BAD_REQUEST, "Bad Request").detail(self.detail())
             }
             Rejection::Internal => Problem::new(status, problem::INTERNAL, "Internal Server Error")
-                .detail("the request could not be checked"),
+                .detail(self.detail()),
         }
     }
 }
@@ -130,13 +143,7 @@ impl Rejection {
     pub fn into_http(self) -> http::Response<String> {
         let mut response = self.problem().into_http();
         if let Rejection::Limited { usage, .. } = &self {
-            let headers = response.headers_mut();
-            if let (Some(policy), Some(rate_limit)) =
-                (fields::policy(usage), fields::rate_limit(usage))
-            {
-                headers.insert(fields::RATELIMIT_POLICY, policy);
-                headers.insert(fields::RATELIMIT, rate_limit);
-            }
+            fields::insert_usage(usage, response.headers_mut());
         }
         response
     }

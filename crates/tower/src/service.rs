@@ -53,7 +53,7 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let guard = self.guard.clone();
         Box::pin(async move {
-            if !guard.guards(request.uri().path()) {
+            if !guard.guards(&request) {
                 let response = inner.call(request).await?;
                 return Ok(response.map(GuardBody::new));
             }

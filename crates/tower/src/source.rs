@@ -84,7 +84,7 @@ impl VisitorSource {
 
     /// The visitor of a call from `peer` (the address that connected, if
     /// known) and its `headers`, for servers that do not keep the request
-    /// head as [`Parts`] (a gRPC handler: [`grpc::visitor`](crate::grpc::visitor)).
+    /// head as [`Parts`] (a gRPC handler: `grpc::visitor`, feature `tonic`).
     ///
     /// # Errors
     ///

@@ -21,8 +21,11 @@ use crate::{Error, Network, cloudflare};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Trust {
-    /// The socket peer address (the default). Needs the router served with
-    /// `into_make_service_with_connect_info::<SocketAddr>()`.
+    /// The socket peer address (the default). Needs the server to record
+    /// it: a [`PeerAddr`](crate::PeerAddr) in the request's extensions, or
+    /// axum's `ConnectInfo<SocketAddr>` (an axum router served with
+    /// `into_make_service_with_connect_info::<SocketAddr>()`, feature
+    /// `axum`), or the peer tonic's server records (feature `tonic`).
     #[default]
     Peer,
     /// The `cf-connecting-ip` header, believed only when the socket peer is

@@ -122,8 +122,17 @@ async fn a_tower_http_stack_guards_its_route_by_tenant_and_principal() {
             "{fields}"
         );
     }
-    let refused = call("/v1/acme/complete", Some("ada")).await.unwrap();
-    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    // The route however its path is written (empty segments, a trailing
+    // slash, an encoded literal): a lenient service answers all of them.
+    for path in [
+        "/v1/acme/complete",
+        "/v1/acme/complete/",
+        "//v1/acme//complete",
+        "/v1/acme/%63omplete",
+    ] {
+        let refused = call(path, Some("ada")).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS, "{path}");
+    }
     // Another principal, another tenant: budgets of their own.
     assert_eq!(
         call("/v1/acme/complete", Some("grace"))
@@ -139,7 +148,7 @@ async fn a_tower_http_stack_guards_its_route_by_tenant_and_principal() {
             .status(),
         StatusCode::OK
     );
-    // Other paths are not this guard's: through, unchecked, uncounted.
+    // Other paths are not this guard's route: through, unchecked, uncounted.
     for path in ["/healthz", "/v1/acme/other", "/v1/acme/complete/extra"] {
         let response = call(path, Some("ada")).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{path}");
@@ -150,7 +159,7 @@ async fn a_tower_http_stack_guards_its_route_by_tenant_and_principal() {
     assert_eq!(unkeyed.status(), StatusCode::INTERNAL_SERVER_ERROR);
     // The visitor is the loopback peer, and its count the 7 calls admitted:
     // rules keyed by different parts reserve all or nothing, so the refused
-    // call spent nothing, and the 500's keys failed before any count.
+    // calls spent nothing, and the 500's keys failed before any count.
     let visitors = Rule::new("visitors", 1_000, Window::DAY)
         .and_then(|r| r.with_key(&["visitor"]))
         .unwrap();
