@@ -844,3 +844,45 @@ async fn a_guard_without_a_template_reads_the_routes_parameters() {
     );
     assert_eq!(runs.load(Ordering::SeqCst), 3);
 }
+
+/// On the outer router (`layer`), a guard sees the full path: its template
+/// has the nest prefix, and a route naming its parameter otherwise is the
+/// template's route all the same; a route of another path passes.
+#[tokio::test]
+async fn on_an_outer_router_a_guard_keys_the_nested_routes_full_path() {
+    let handler = || async { "done" };
+    let guard = Guard::new(memory_limiter())
+        .path("/api/sites/{project}/ask")
+        .unwrap()
+        .keyed(&rule("runs", 2, Window::DAY), &[KeyPart::Param("project")])
+        .unwrap();
+    let router = Router::new()
+        .nest(
+            "/api",
+            Router::new()
+                .route("/sites/{site}/ask", post(handler))
+                .route("/sites/{site}/other", post(handler)),
+        )
+        .layer(guard);
+    let post_to = |path: &'static str| {
+        let request = Request::post(path).body(Body::empty()).unwrap();
+        router.clone().oneshot(request)
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            post_to("/api/sites/docs/ask").await.unwrap().status(),
+            StatusCode::OK
+        );
+    }
+    let refused = post_to("/api/sites/docs/ask").await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        post_to("/api/sites/blog/ask").await.unwrap().status(),
+        StatusCode::OK
+    );
+    for _ in 0..3 {
+        let other = post_to("/api/sites/docs/other").await.unwrap();
+        assert_eq!(other.status(), StatusCode::OK);
+        assert!(header(&other, "ratelimit").is_none());
+    }
+}

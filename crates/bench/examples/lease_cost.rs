@@ -12,18 +12,17 @@
 //! `cargo run --release -p tollgate-bench --example lease_cost [-- ROUNDS SECS [STORE_URL]]`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/closed_loop.rs"]
+mod closed_loop;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use tollgate::{Limit, Limiter, RuleSet};
-use tollgate_test_support::redis_server::RedisServer;
 
 /// Checks in flight at once (`LEASE_COST_IN_FLIGHT` to change it).
 fn in_flight() -> usize {
     std::env::var("LEASE_COST_IN_FLIGHT").map_or(50, |n| n.parse().unwrap())
 }
-const VISITORS: u64 = 10_000;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Side {
@@ -48,95 +47,40 @@ fn limits(rules: &RuleSet, side: Side, visitor: u64) -> Vec<Limit> {
 
 /// Checks/s of `side` over `secs`.
 async fn round(limiter: &Limiter, rules: &Arc<RuleSet>, side: Side, secs: u64) -> f64 {
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let next = Arc::new(AtomicU64::new(0));
-    let workers: Vec<_> = (0..in_flight())
-        .map(|_| {
-            let (limiter, rules) = (limiter.clone(), rules.clone());
-            let (stop, done, next) = (stop.clone(), done.clone(), next.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let visitor = next.fetch_add(7919, Ordering::Relaxed) % VISITORS;
-                    let verdict = limiter
-                        .reserve(&limits(&rules, side, visitor))
-                        .await
-                        .expect("a check");
-                    match side {
-                        Side::Released => {
-                            for lease in verdict.leases() {
-                                lease.release().await.expect("a release");
-                            }
-                        }
-                        Side::Kept => std::mem::forget(verdict),
-                        Side::Plain => {}
+    let (limiter, rules) = (limiter.clone(), rules.clone());
+    closed_loop::rate(in_flight(), secs, move |visitor| {
+        let (limiter, rules) = (limiter.clone(), rules.clone());
+        async move {
+            let verdict = limiter
+                .reserve(&limits(&rules, side, visitor))
+                .await
+                .expect("a check");
+            match side {
+                Side::Released => {
+                    for lease in verdict.leases() {
+                        lease.release().await.expect("a release");
                     }
-                    done.fetch_add(1, Ordering::Relaxed);
                 }
-            })
-        })
-        .collect();
-    let started = Instant::now();
-    tokio::time::sleep(Duration::from_secs(secs)).await;
-    stop.store(true, Ordering::Relaxed);
-    let checks = done.load(Ordering::Relaxed);
-    let took = started.elapsed();
-    for worker in workers {
-        worker.await.unwrap();
-    }
-    checks as f64 / took.as_secs_f64()
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+                Side::Kept => std::mem::forget(verdict),
+                Side::Plain => {}
+            }
+        }
+    })
+    .await
 }
 
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
-    let rounds: usize = args.next().map_or(5, |a| a.parse().unwrap());
-    let secs: u64 = args.next().map_or(5, |a| a.parse().unwrap());
-    let (_server, url) = match args.next() {
-        Some(url) => (None, url),
-        None => {
-            let server = tokio::task::spawn_blocking(RedisServer::start)
-                .await
-                .unwrap();
-            let url = server.url();
-            (Some(server), url)
-        }
-    };
+    let (rounds, secs, url, _server) = closed_loop::arguments().await;
     let store = tollgate::open_store(&url).unwrap();
-    // The limits never refuse: only the work is measured.
-    let text = tollgate::DEFAULT_RULES_TOML
-        .replace("max = 20\n", "max = 100000000\n")
-        .replace("max = 15\n", "max = 100000000\n")
-        .replace("max = 500\n", "max = 100000000\n")
-        .replace("max = 5000\n", "max = 100000000\n")
-        .replace("concurrency = 2\n", "concurrency = 100000\n");
+    let text =
+        closed_loop::unrefusing_rules().replace("concurrency = 2\n", "concurrency = 100000\n");
     let rules = Arc::new(RuleSet::from_toml(&text).unwrap());
     let limiter = Limiter::builder(store).cache(0).build();
     round(&limiter, &rules, Side::Plain, 1).await;
     let sides = [Side::Plain, Side::Released, Side::Kept];
-    let mut seen: Vec<Vec<f64>> = vec![Vec::new(); sides.len()];
-    for turn in 0..rounds {
-        let order: Vec<usize> = match turn % 2 {
-            0 => (0..sides.len()).collect(),
-            _ => (0..sides.len()).rev().collect(),
-        };
-        for i in order {
-            let rate = round(&limiter, &rules, sides[i], secs).await;
-            println!("turn {turn} {:?}: {rate:.0} checks/s", sides[i]);
-            seen[i].push(rate);
-        }
-    }
-    let plain = median(seen[0].clone());
-    for (side, rates) in sides.iter().zip(seen) {
-        let rate = median(rates);
-        println!(
-            "{side:?}: median {rate:.0} checks/s, {:.2} of Plain",
-            rate / plain
-        );
-    }
+    closed_loop::alternate(&sides, rounds, async |side| {
+        round(&limiter, &rules, side, secs).await
+    })
+    .await;
 }

@@ -14,6 +14,8 @@
 //! leases until it has been sent ([`HoldLeasesLayer`], which [`serve`]
 //! puts in front of the service).
 
+use std::time::Duration;
+
 use tokio::net::TcpListener;
 use tollgate::tower::{HoldLeasesLayer, Rejection, check, grpc};
 use tollgate::{Mode, Policy};
@@ -122,6 +124,9 @@ pub async fn serve(
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
         .concurrency_limit_per_connection(MAX_CALLS_PER_CONNECTION)
+        // A peer gone silent is found and its connection closed.
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .layer(HoldLeasesLayer)
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming, shutdown)

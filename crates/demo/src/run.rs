@@ -127,6 +127,8 @@ pub async fn run(
             std::future::pending(),
         ));
     }
+    // One signal stops both servers at once.
+    let (stop, _) = tokio::sync::watch::channel(false);
     let grpc = match options.grpc_listen {
         Some(addr) => {
             let listener = TcpListener::bind(addr)
@@ -134,17 +136,12 @@ pub async fn run(
                 .map_err(|source| StartError::Listen { addr, source })?;
             let grpc_addr = listener.local_addr().map_err(StartError::Serve)?;
             tracing::info!("gRPC tollgate.demo.v1.Ask on http://{grpc_addr}");
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let stopped = async move {
-                let _ = stopped.await;
-            };
-            let server = crate::grpc::serve(listener, services.grpc, stopped);
-            let task = tokio::spawn(async move {
+            let server = crate::grpc::serve(listener, services.grpc, stopping(&stop));
+            Some(tokio::spawn(async move {
                 if let Err(err) = server.await {
                     tracing::error!(error = %err, "the gRPC server failed");
                 }
-            });
-            Some((stop, task))
+            }))
         }
         None => None,
     };
@@ -162,11 +159,25 @@ pub async fn run(
         webhooks = if options.github_secret.is_some() { "signed" } else { "unverified" },
         "listening on http://{addr}"
     );
-    let served = serve_with(listener, services.http, options.limits(), shutdown).await;
-    if let Some((stop, task)) = grpc {
-        // As the HTTP server does: no new calls, the calls in flight end.
-        let _ = stop.send(());
-        let _ = task.await;
+    let signal = stop.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        signal.send_replace(true);
+    });
+    let served = serve_with(listener, services.http, options.limits(), stopping(&stop)).await;
+    // The HTTP server has stopped (told to, or failed): so does the gRPC
+    // one, letting its calls in flight end.
+    stop.send_replace(true);
+    if let Some(grpc) = grpc {
+        let _ = grpc.await;
     }
     served.map_err(StartError::Serve)
+}
+
+/// Completes once `stop` says so.
+fn stopping(stop: &tokio::sync::watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut stopped = stop.subscribe();
+    async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    }
 }

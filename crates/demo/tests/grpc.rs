@@ -40,6 +40,16 @@ async fn ask(
         .await
 }
 
+/// The `ratelimit` metadata of an answer.
+fn ratelimit<T>(answer: &tonic::Response<T>) -> &str {
+    answer
+        .metadata()
+        .get("ratelimit")
+        .unwrap()
+        .to_str()
+        .unwrap()
+}
+
 /// The wait of a `RESOURCE_EXHAUSTED` or `UNAVAILABLE` status, in seconds.
 fn retry_delay(status: &tonic::Status) -> u64 {
     let delay = status
@@ -61,12 +71,7 @@ async fn the_binary_answers_fifteen_grpc_asks_then_waits_as_the_http_route_does(
             .await
             .unwrap_or_else(|s| panic!("ask {n}: {s:?}"));
         assert!(answer.get_ref().tokens > 0);
-        let fields = answer
-            .metadata()
-            .get("ratelimit")
-            .unwrap()
-            .to_str()
-            .unwrap();
+        let fields = ratelimit(&answer);
         assert!(
             fields.contains(&format!("\"ask\";r={};", 15 - n)),
             "{fields}"
@@ -78,17 +83,7 @@ async fn the_binary_answers_fifteen_grpc_asks_then_waits_as_the_http_route_does(
     assert_eq!(violations[0].subject, "ask");
     let grpc_wait = retry_delay(&refused);
     // The HTTP route, for the same visitor (the loopback peer), right after.
-    let http = reqwest::Client::new()
-        .post(demo.url("/sites/docs/ask"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(http.status(), StatusCode::TOO_MANY_REQUESTS);
-    let http_wait: u64 = http.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let http_wait = demo.retry_after("/sites/docs/ask").await;
     assert!(
         grpc_wait.abs_diff(http_wait) <= 1,
         "gRPC waits {grpc_wait} s, HTTP {http_wait} s"
@@ -179,12 +174,7 @@ async fn an_invalid_project_is_invalid_argument_and_counts_nothing() {
     assert_eq!(stats["ask"], 0, "{stats}");
     // The first valid ask is the visitor's first: nothing was counted.
     let answer = ask(&mut client, "docs").await.unwrap();
-    let fields = answer
-        .metadata()
-        .get("ratelimit")
-        .unwrap()
-        .to_str()
-        .unwrap();
+    let fields = ratelimit(&answer);
     assert!(fields.contains("\"ask\";r=14;"), "{fields}");
 }
 
@@ -250,11 +240,6 @@ async fn asks_in_flight_over_grpc_hold_their_leases() {
             Err(refused) => panic!("the leases were never released: {refused:?}"),
         }
     };
-    let fields = answer
-        .metadata()
-        .get("ratelimit")
-        .unwrap()
-        .to_str()
-        .unwrap();
+    let fields = ratelimit(&answer);
     assert!(fields.contains("\"ask\";r=12;"), "{fields}");
 }

@@ -17,7 +17,6 @@ mod demo_binary;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use reqwest::StatusCode;
 use serde_json::Value;
 
 use demo_binary::Running;
@@ -130,17 +129,7 @@ async fn grpcio_gets_fifteen_answers_then_resource_exhausted_with_the_http_wait(
     assert_eq!(refused["retry_delay_nanos"], 0, "{refused}");
     let grpc_wait = refused["retry_delay"].as_u64().unwrap();
 
-    let http = reqwest::Client::new()
-        .post(demo.url("/sites/docs/ask"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(http.status(), StatusCode::TOO_MANY_REQUESTS);
-    let http_wait: u64 = http.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let http_wait = demo.retry_after("/sites/docs/ask").await;
     // The same wait, but for the second that may have ticked between them.
     assert!(
         grpc_wait.abs_diff(http_wait) <= 1,

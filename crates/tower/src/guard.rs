@@ -102,15 +102,18 @@ impl Guard {
     /// calls of other routes pass through unchecked ([`guards`](Guard::guards)).
     /// So one guard works mounted on its route (axum's `route_layer`) or on
     /// a whole router or server (axum's `Router::layer`, tonic's
-    /// `Server::layer`, a tower-http stack), and path parameters never
-    /// depend on how it is mounted. A path matches however it is written
-    /// (empty segments, a trailing slash, percent-encoded literals), as a
-    /// lenient service would answer it. Write the path as the guard sees
-    /// it: inside a nested router, without the prefix the router strips
-    /// (a call the guard checks whose path its template does not match is
-    /// refused 500). One guard per route: put on a route of another path,
-    /// it lets that route's calls through. Set it before the rules keyed
-    /// by its parameters.
+    /// `Server::layer`, a tower-http stack), and path parameters do not
+    /// depend on which. A path matches however it is written (empty
+    /// segments, a trailing slash, percent-encoded literals). Write the
+    /// path as the guard sees the request's: inside a router nested under
+    /// `/api` (`route_layer` there), without `/api`, which that router
+    /// strips; on the outer router (`layer` there, or around a
+    /// `nest_service`), with it. With the `axum` feature, a call axum
+    /// routed to the template's route whose path the template does not
+    /// match (the prefix written inside the nested router) is refused 500,
+    /// not let through. One guard per route: put on a route of another
+    /// path, it lets that route's calls through. Set it before the rules
+    /// keyed by its parameters.
     ///
     /// # Errors
     ///
@@ -310,17 +313,21 @@ impl Guard {
 
     /// Whether this guard checks `request`: always without a
     /// [`path`](Guard::path) template; with one, when the request's path
-    /// matches it or (with the `axum` feature) when the request was routed
-    /// to the template's axum route, whatever prefix a nesting router
-    /// added. A call of another route passes through: a guard mounted with
-    /// `layer` on a whole router checks its own route only.
+    /// matches it, or (with the `axum` feature) when axum routed the
+    /// request to the template's route (`MatchedPath`, less the prefix of
+    /// the router it is nested in). A call of another route passes
+    /// through: a guard mounted with `layer` on a whole router checks its
+    /// own route only.
     pub fn guards<B>(&self, request: &http::Request<B>) -> bool {
         let Some(template) = &self.path else {
             return true;
         };
         #[cfg(feature = "axum")]
         if let Some(route) = request.extensions().get::<axum::extract::MatchedPath>() {
-            return template.is_route(route.as_str());
+            let nested = request.extensions().get::<axum::extract::NestedPath>();
+            if template.is_route(route.as_str(), nested.map(|n| n.as_str())) {
+                return true;
+            }
         }
         template.matches(request.uri().path())
     }

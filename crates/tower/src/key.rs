@@ -153,12 +153,13 @@ impl<T: fmt::Display + Send + Sync + 'static> Key for Extension<T> {
     }
 }
 
-/// A guard's path template: `/sites/{project}/ask`, literal segments and
-/// whole-segment parameters. Paths are compared as a router would not be
-/// fooled: by their non-empty segments (so `//sites/docs/ask/` is
+/// A guard's path template: `/sites/{project}/ask`, literal segments
+/// (kept percent-decoded) and whole-segment parameters. Paths are compared
+/// by their non-empty segments (so `//sites/docs/ask/` is
 /// `/sites/docs/ask`), each percent-decoded (so `/sites/docs/%61sk` is
-/// too): a call a lenient service would answer as the route is guarded as
-/// the route.
+/// too), erring toward guarding a call a lenient service would answer as
+/// the route. (A service that decodes `%2F` before it splits a path, or
+/// resolves `..`, sees other paths than these.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Path {
     template: String,
@@ -214,7 +215,16 @@ impl Path {
                 None if segment.contains(['{', '}']) => {
                     return Err(invalid("a parameter must be a whole segment"));
                 }
-                None => Segment::Literal(segment.to_owned()),
+                None => match decoded(segment) {
+                    Some(literal) if !literal.contains('/') => {
+                        Segment::Literal(literal.into_owned())
+                    }
+                    _ => {
+                        return Err(invalid(
+                            "a segment is not UTF-8 once percent-decoded, or holds `/`",
+                        ));
+                    }
+                },
             };
             parsed.push(segment);
         }
@@ -258,23 +268,34 @@ impl Path {
     }
 
     /// Whether `route`, an axum route's path as its router matched it
-    /// (with any nest prefix), is this template's route: it ends with the
-    /// template's segments, parameters named alike.
+    /// (`MatchedPath`, with any nest prefix), is this template's route:
+    /// the same segments, literals equal once decoded and parameters
+    /// (whatever their names) where the template has them; or the same
+    /// once `nested`, the prefix of the router the route is nested in
+    /// (`NestedPath`), is taken off.
     #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn is_route(&self, route: &str) -> bool {
+    pub(crate) fn is_route(&self, route: &str, nested: Option<&str>) -> bool {
         let route: Vec<&str> = segments(route).collect();
-        let Some(start) = route.len().checked_sub(self.segments.len()) else {
+        if self.is_segments(&route) {
+            return true;
+        }
+        let Some(nested) = nested else {
             return false;
         };
-        self.segments
-            .iter()
-            .zip(&route[start..])
-            .all(|(segment, given)| match segment {
-                Segment::Literal(literal) => literal == given,
-                Segment::Param(name) => given
-                    .strip_prefix('{')
-                    .and_then(|rest| rest.strip_suffix('}'))
-                    .is_some_and(|given| given == name),
+        let nested: Vec<&str> = segments(nested).collect();
+        !nested.is_empty() && route.starts_with(&nested) && self.is_segments(&route[nested.len()..])
+    }
+
+    fn is_segments(&self, route: &[&str]) -> bool {
+        route.len() == self.segments.len()
+            && self.segments.iter().zip(route).all(|(segment, given)| {
+                let param = given.starts_with('{') && given.ends_with('}');
+                match segment {
+                    Segment::Literal(literal) => {
+                        !param && decoded(given).is_some_and(|given| given == literal.as_str())
+                    }
+                    Segment::Param(_) => param && !given.starts_with("{*"),
+                }
             })
     }
 
@@ -324,28 +345,38 @@ mod tests {
     }
 
     #[test]
-    fn a_route_is_the_templates_when_it_ends_with_it() {
+    fn a_route_is_the_templates_when_it_is_the_same_but_for_its_nest_prefix() {
         let path = Path::parse("/sites/{project}/ask").unwrap_or_else(|e| panic!("{e}"));
-        for route in [
-            "/sites/{project}/ask",
-            "/api/sites/{project}/ask",
-            "/sites/{project}/ask/",
+        for (route, nested) in [
+            ("/sites/{project}/ask", None),
+            ("/sites/{site}/ask", None),
+            ("/sites/{project}/%61sk", None),
+            ("/api/sites/{project}/ask", Some("/api")),
+            ("/a/b/sites/{project}/ask", Some("/a/b")),
         ] {
-            assert!(path.is_route(route), "{route}");
+            assert!(path.is_route(route, nested), "{route} in {nested:?}");
         }
-        for route in [
-            "/sites/{site}/ask",
-            "/sites/{project}/ask/stream",
-            "/healthz",
-            "/ask",
+        for (route, nested) in [
+            ("/api/sites/{project}/ask", None),
+            ("/v1/sites/{project}/ask", Some("/api")),
+            ("/sites/{project}/ask/stream", None),
+            ("/sites/docs/ask", None),
+            ("/sites/{*rest}", None),
+            ("/healthz", None),
         ] {
-            assert!(!path.is_route(route), "{route}");
+            assert!(!path.is_route(route, nested), "{route} in {nested:?}");
         }
+        let root = Path::parse("/").unwrap_or_else(|e| panic!("{e}"));
+        assert!(root.is_route("/", None) && !root.is_route("/healthz", None));
+        let encoded = Path::parse("/caf%C3%A9/{x}").unwrap_or_else(|e| panic!("{e}"));
+        assert!(encoded.is_route("/caf%C3%A9/{x}", None) && encoded.matches("/café/1"));
     }
 
     #[test]
     fn a_malformed_template_is_refused() {
         for bad in [
+            "/a/%FF",
+            "/a%2Fb/{p}",
             "sites/{p}",
             "/sites/{p",
             "/sites/{}",

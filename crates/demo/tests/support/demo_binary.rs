@@ -123,6 +123,22 @@ impl Running {
             .to_owned()
     }
 
+    /// The `Retry-After` (whole seconds) of a POST to `path`, which the
+    /// demo must refuse with 429.
+    pub(crate) async fn retry_after(&self, path: &str) -> u64 {
+        let response = reqwest::Client::new()
+            .post(self.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::TOO_MANY_REQUESTS);
+        response.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
     /// The URL of `path` on the demo.
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
