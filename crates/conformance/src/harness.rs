@@ -4,6 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use tollgate_core::{ManualClock, Store};
+use tollgate_test_support::relay::Relay;
 
 /// A store under test: its storage, and a way to open clients on it.
 ///
@@ -37,6 +38,15 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// the limiters and read lifetimes with [`expiry`](Harness::expiry) (and a
     /// few bounded real-time waits) instead.
     fn store_clock(&self) -> Option<ManualClock> {
+        None
+    }
+
+    /// The relay every client [`open`](Harness::open) returns talks to its
+    /// server through, for a store that has one: the checks of replies
+    /// lost after the write lose them on the wire with it
+    /// ([`Relay::lose_reply_to`]). `None` (a store without a server): those
+    /// checks lose the reply in the client instead.
+    fn relay(&self) -> Option<&Relay> {
         None
     }
 }

@@ -42,6 +42,7 @@ macro_rules! lease_conformance_tests {
             releases_are_idempotent_and_by_id,
             a_refused_acquire_spends_no_rate_budget_and_vice_versa,
             acquires_racing_the_end_of_a_sets_last_lease_never_fail,
+            a_lost_reply_of_a_lease_is_recognised,
         );
     };
 }
@@ -85,6 +86,9 @@ macro_rules! conformance_tests {
             a_retried_reservation_answers_as_its_first_attempt,
             a_retried_refund_gives_back_once,
             a_reply_lost_after_the_write_is_recognised_on_retry,
+            a_reply_lost_on_the_wire_is_one_call,
+            a_lost_reply_of_a_refused_reservation_changes_nothing,
+            a_lost_reply_of_a_delivery_claim_is_recognised,
             windows_match_the_model,
             racing_callers_fill_a_sliding_window_exactly,
             racing_callers_take_exactly_a_gcra_burst,

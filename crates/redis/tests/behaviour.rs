@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
-use support::relay::Relay;
 use support::{admin, counter, deadline, info_field, limit, limits, run, stored};
 use tollgate_core::{
     CheckId, Claim, Clock, Counter, CounterStore, Deliveries, Limiter, ManualClock, MarkStore,
@@ -18,6 +17,7 @@ use tollgate_core::{
 };
 use tollgate_redis::RedisStore;
 use tollgate_test_support::redis_server::RedisServer;
+use tollgate_test_support::relay::Relay;
 
 /// `INFO commandstats` as command → calls, leaving out the test's own commands.
 async fn command_calls(admin: &mut redis::aio::MultiplexedConnection) -> BTreeMap<String, u64> {

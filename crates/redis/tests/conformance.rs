@@ -1,5 +1,7 @@
 //! The Redis store runs the whole conformance suite, each check against a
-//! private `redis-server` of its own (or the one `TOLLGATE_TEST_REDIS_URL` names).
+//! private `redis-server` of its own (or the one `TOLLGATE_TEST_REDIS_URL` names),
+//! its clients talking to it through a relay that loses replies on the wire
+//! for the checks of replies lost after the write.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,9 +11,13 @@ use redis::aio::MultiplexedConnection;
 use tollgate_conformance::{Expiry, Harness, conformance_tests};
 use tollgate_redis::RedisStore;
 use tollgate_test_support::redis_server::RedisServer;
+use tollgate_test_support::relay::Relay;
 
 struct RedisHarness {
-    server: RedisServer,
+    /// Stopped when the check ends.
+    _server: RedisServer,
+    /// Between the store's clients and the server.
+    relay: Relay,
     /// A plain connection to the same server, reading lifetimes with `PTTL`.
     raw: MultiplexedConnection,
 }
@@ -25,11 +31,20 @@ impl Harness for RedisHarness {
             .unwrap();
         let client = redis::Client::open(server.url()).unwrap();
         let raw = client.get_multiplexed_async_connection().await.unwrap();
-        RedisHarness { server, raw }
+        let relay = Relay::start(server.port()).await;
+        RedisHarness {
+            _server: server,
+            relay,
+            raw,
+        }
     }
 
     async fn open(&self) -> RedisStore {
-        RedisStore::open(&self.server.url()).expect("open a redis store")
+        RedisStore::open(&self.relay.url()).expect("open a redis store")
+    }
+
+    fn relay(&self) -> Option<&Relay> {
+        Some(&self.relay)
     }
 
     async fn expiry(&self, key: &str) -> Expiry {

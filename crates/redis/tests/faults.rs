@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 use support::frozen::Frozen;
-use support::relay::Relay;
 use support::{
     BOUND, SHORT, SHORT_BOUND, admin, assert_a_short_check_gives_up_in_time, deadline, limits, run,
 };
@@ -18,6 +17,7 @@ use tollgate_core::{CheckId, Clock, CounterStore, Deliveries, Error, Limiter, Ma
 use tollgate_redis::RedisStore;
 use tollgate_test_support::Logs;
 use tollgate_test_support::redis_server::{RedisServer, RedisServerOptions};
+use tollgate_test_support::relay::Relay;
 
 fn start(options: RedisServerOptions) -> RedisServer {
     RedisServer::start_with(options)

@@ -10,13 +10,13 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::relay::Relay;
 use support::upstash::TOKEN;
 use support::upstash::proxy::Proxy;
 use support::{admin, limit, stored};
 use tollgate_core::{BreakerPolicy, CounterStore, Error, Limit, Limiter, RetryPolicy};
 use tollgate_redis::{RedisStore, UpstashStore};
 use tollgate_test_support::redis_server::RedisServer;
+use tollgate_test_support::relay::Relay;
 
 /// What a check under the default policy found, and the stored count of
 /// its limit.

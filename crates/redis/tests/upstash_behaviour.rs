@@ -10,7 +10,6 @@ mod support;
 use std::time::Duration;
 
 use redis::Value;
-use support::relay::Relay;
 use support::upstash::TOKEN;
 use support::upstash::proxy::Proxy;
 use support::{admin, counter, deadline, limits, run};
@@ -19,6 +18,7 @@ use tollgate_core::{
 };
 use tollgate_redis::upstash::UpstashStore;
 use tollgate_test_support::redis_server::RedisServer;
+use tollgate_test_support::relay::Relay;
 use tollgate_test_support::unique;
 
 /// Runs `call` and returns how many HTTP requests it made.

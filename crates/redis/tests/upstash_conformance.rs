@@ -16,6 +16,7 @@ use support::upstash::proxy::Proxy;
 use tollgate_conformance::{Expiry, Harness, conformance_tests};
 use tollgate_redis::upstash::UpstashStore;
 use tollgate_test_support::redis_server::RedisServer;
+use tollgate_test_support::relay::Relay;
 
 /// The server and the proxy in front of it, shared by every check.
 struct Shared {
@@ -56,7 +57,8 @@ fn shared() -> &'static Shared {
 }
 
 struct RestHarness {
-    shared: &'static Shared,
+    /// Between the store's clients and the proxy.
+    relay: Relay,
     /// A plain connection to the same server, reading lifetimes with `PTTL`.
     raw: MultiplexedConnection,
 }
@@ -67,11 +69,16 @@ impl Harness for RestHarness {
     async fn start() -> RestHarness {
         let shared = tokio::task::spawn_blocking(shared).await.unwrap();
         let raw = support::admin(&shared.server.url()).await;
-        RestHarness { shared, raw }
+        let relay = Relay::start(shared.proxy.port()).await;
+        RestHarness { relay, raw }
     }
 
     async fn open(&self) -> UpstashStore {
-        UpstashStore::open(&self.shared.proxy.url(), TOKEN).expect("open a REST store")
+        UpstashStore::open(&self.relay.http_url(), TOKEN).expect("open a REST store")
+    }
+
+    fn relay(&self) -> Option<&Relay> {
+        Some(&self.relay)
     }
 
     async fn expiry(&self, key: &str) -> Expiry {

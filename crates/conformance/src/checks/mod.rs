@@ -15,6 +15,7 @@ mod floors;
 mod keys;
 mod leases;
 mod lifetimes;
+mod lost;
 mod marks;
 mod oracle;
 mod priors;
@@ -54,6 +55,10 @@ pub use lifetimes::{
     a_mark_lease_ends_at_its_ttl, counters_expire_ttl_after_their_latest_increment,
     every_counter_lives_until_its_window_ends_within_two_windows,
     sliding_and_gcra_counters_live_as_long_as_they_count,
+};
+pub use lost::{
+    a_lost_reply_of_a_delivery_claim_is_recognised, a_lost_reply_of_a_lease_is_recognised,
+    a_lost_reply_of_a_refused_reservation_changes_nothing, a_reply_lost_on_the_wire_is_one_call,
 };
 pub use marks::marks_belong_to_their_token;
 pub use oracle::{
@@ -97,6 +102,7 @@ mod tests {
             include_str!("keys.rs"),
             include_str!("leases.rs"),
             include_str!("lifetimes.rs"),
+            include_str!("lost.rs"),
             include_str!("marks.rs"),
             include_str!("oracle.rs"),
             include_str!("priors.rs"),

@@ -195,6 +195,10 @@ caught! {
     id_ignored_fails_retried_reservation: Clocked<IdIgnored> => a_retried_reservation_answers_as_its_first_attempt;
     id_ignored_fails_retried_refund: Clocked<IdIgnored> => a_retried_refund_gives_back_once;
     id_ignored_fails_lost_reply: Clocked<IdIgnored> => a_reply_lost_after_the_write_is_recognised_on_retry;
+    id_ignored_fails_lost_reply_one_call: Clocked<IdIgnored> => a_reply_lost_on_the_wire_is_one_call;
+    id_ignored_fails_lost_lease: Clocked<IdIgnored> => a_lost_reply_of_a_lease_is_recognised;
+    claim_held_for_own_token_fails_lost_claim: Clocked<ClaimHeldForOwnToken> => a_lost_reply_of_a_delivery_claim_is_recognised;
+    refused_spends_rate_fails_lost_refusal: Clocked<RefusedSpendsRate> => a_lost_reply_of_a_refused_reservation_changes_nothing;
     get_reads_zero_fails_model: Clocked<GetReadsZero> => windows_match_the_model;
     lease_ignores_max_fails_race: Clocked<LeaseIgnoresMax> => racing_acquirers_never_hold_more_than_the_concurrency;
     lease_ignores_max_fails_release: Clocked<LeaseIgnoresMax> => releases_are_idempotent_and_by_id;

@@ -5,7 +5,6 @@
 
 pub mod cluster;
 pub mod frozen;
-pub mod relay;
 pub mod upstash;
 
 use std::time::Duration;

@@ -1,11 +1,14 @@
-//! A loopback TCP relay in front of a server: it counts round trips (a
-//! Redis command, an HTTP/1.1 request: each run of client bytes that
-//! follows a reply, or opens a connection, is one, since requests on a
-//! connection take turns with their replies), and can turn its open
-//! connections into black holes (a dead host, a partition).
+//! A loopback TCP relay in front of a real server, for faults on the wire:
+//! it counts round trips (a Redis command, an HTTP/1.1 request, a Postgres
+//! exchange: each run of client bytes that follows a reply, or opens a
+//! connection, is one, since requests on a connection take turns with
+//! their replies), holds replies back, loses the reply to a request the
+//! server applied (the connection closes instead: "applied, reply lost"),
+//! and turns its open connections into black holes (a dead host, a
+//! partition). Whatever the protocol: it reads bytes, not commands.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,13 +35,26 @@ struct Shared {
     reply_delay_ms: AtomicU64,
     /// Whether the next reply closes its connection instead of arriving.
     break_next_reply: AtomicBool,
+    /// Bytes whose request's reply is to be lost (once), if any.
+    lose_reply_to: Mutex<Option<Vec<u8>>>,
+    /// Replies lost so far.
+    lost: AtomicU64,
 }
 
 impl Relay {
     /// Starts relaying to the server on `target`.
+    ///
+    /// # Panics
+    ///
+    /// When no loopback port can be bound.
     pub async fn start(target: u16) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("the relay cannot listen: {e}"));
+        let port = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("the relay has no address: {e}"))
+            .port();
         let shared = Arc::new(Shared::default());
         let state = Arc::clone(&shared);
         let accept = tokio::spawn(async move {
@@ -48,18 +64,21 @@ impl Relay {
                 };
                 let number = state.accepted.fetch_add(1, Ordering::SeqCst);
                 let awaiting = Arc::new(AtomicBool::new(false));
+                let doomed = Arc::new(AtomicBool::new(false));
                 let (client_read, client_write) = client.into_split();
                 let (server_read, server_write) = server.into_split();
                 let up = Pipe {
                     state: Arc::clone(&state),
                     number,
                     awaiting: Arc::clone(&awaiting),
+                    doomed: Arc::clone(&doomed),
                     request: true,
                 };
                 let down = Pipe {
                     state: Arc::clone(&state),
                     number,
                     awaiting,
+                    doomed,
                     request: false,
                 };
                 tokio::spawn(up.run(client_read, server_write));
@@ -71,6 +90,11 @@ impl Relay {
             shared,
             accept,
         }
+    }
+
+    /// The relay's own port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The URL to reach a Redis server through the relay.
@@ -105,6 +129,19 @@ impl Relay {
         self.shared.break_next_reply.store(true, Ordering::SeqCst);
     }
 
+    /// The reply to the next request holding `marker` (a key no other
+    /// request carries) is lost: the request reaches the server, which
+    /// applies it, and its connection is closed before the reply arrives.
+    /// Once; [`lost`](Relay::lost) says whether it happened.
+    pub fn lose_reply_to(&self, marker: &[u8]) {
+        *lock(&self.shared.lose_reply_to) = Some(marker.to_vec());
+    }
+
+    /// Replies lost so far by [`lose_reply_to`](Relay::lose_reply_to).
+    pub fn lost(&self) -> u64 {
+        self.shared.lost.load(Ordering::SeqCst)
+    }
+
     /// Every connection open now stops forwarding, without closing: what a
     /// client sees of a host that vanished. New connections work.
     pub fn silence_open_connections(&self) {
@@ -124,12 +161,25 @@ struct Pipe {
     number: u64,
     /// Whether the last bytes on this connection were a request.
     awaiting: Arc<AtomicBool>,
+    /// Whether the reply to the request on its way is to be lost.
+    doomed: Arc<AtomicBool>,
     request: bool,
 }
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The most bytes of one request kept to look for a marker in.
+const KEPT: usize = 1 << 20;
 
 impl Pipe {
     async fn run(self, mut from: OwnedReadHalf, mut to: OwnedWriteHalf) {
         let mut buf = vec![0_u8; 64 * 1024];
+        // This request's bytes so far (the request side), for the marker.
+        let mut turn = Vec::new();
         loop {
             let n = match from.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
@@ -141,9 +191,25 @@ impl Pipe {
             if self.request {
                 if !self.awaiting.swap(true, Ordering::SeqCst) {
                     self.state.turns.fetch_add(1, Ordering::SeqCst);
+                    turn.clear();
+                }
+                if turn.len() < KEPT {
+                    turn.extend_from_slice(&buf[..n]);
+                }
+                let mut marker = lock(&self.state.lose_reply_to);
+                let found = marker
+                    .as_deref()
+                    .is_some_and(|m| turn.windows(m.len().max(1)).any(|w| w == m));
+                if found {
+                    *marker = None;
+                    self.doomed.store(true, Ordering::SeqCst);
                 }
             } else {
-                if self.state.break_next_reply.swap(false, Ordering::SeqCst) {
+                let doomed = self.doomed.load(Ordering::SeqCst);
+                if doomed || self.state.break_next_reply.swap(false, Ordering::SeqCst) {
+                    if doomed {
+                        self.state.lost.fetch_add(1, Ordering::SeqCst);
+                    }
                     // Dropping both halves closes the client's connection.
                     return;
                 }
