@@ -49,6 +49,13 @@ pub trait Harness: Sized + Send + Sync + 'static {
     fn relay(&self) -> Option<&Relay> {
         None
     }
+
+    /// Whether the property checks save the counterexamples they find, to
+    /// be committed and replayed first by every later run (`true`); `false`
+    /// for a store broken on purpose, whose failures are expected.
+    fn keeps_counterexamples(&self) -> bool {
+        true
+    }
 }
 
 /// The remaining lifetime of a stored key.

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use tollgate_core::{
     CounterStore, Deadline, Deliveries, Limiter, ManualClock, MarkStore, RetryPolicy, Rule, Window,
 };
@@ -118,11 +118,19 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
 }
 
-/// A proptest runner with `cases` cases and no failure file.
-pub(crate) fn runner(cases: u32) -> TestRunner {
+/// A proptest runner with `cases` cases. A counterexample any check finds
+/// on a store (but one broken on purpose: [`Harness::keeps_counterexamples`])
+/// is saved in `crates/conformance/proptest-regressions/support.txt`:
+/// commit it, so every check that draws cases replays its seed first.
+pub(crate) fn runner<H: Harness>(harness: &H, cases: u32) -> TestRunner {
+    let persistence = match harness.keeps_counterexamples() {
+        true => FileFailurePersistence::SourceParallel("proptest-regressions"),
+        false => FileFailurePersistence::Off,
+    };
     TestRunner::new(Config {
         cases,
-        failure_persistence: None,
+        failure_persistence: Some(Box::new(persistence)),
+        source_file: Some(file!()),
         ..Config::default()
     })
 }

@@ -4,7 +4,9 @@ use proptest::prelude::*;
 use tollgate_core::Window;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2_048, failure_persistence: None, ..ProptestConfig::default() })]
+    // A counterexample found is saved beside this file
+    // (`window.proptest-regressions`): commit it, so every run replays it.
+    #![proptest_config(ProptestConfig { cases: 2_048, ..ProptestConfig::default() })]
 
     /// The index is monotone in time, every instant of `[k·w, (k+1)·w)` maps
     /// to `k`, and `0 < retry_after ≤ w` lands on the next window.

@@ -83,7 +83,7 @@ pub async fn principals_never_share_a_counter<H: Harness>(harness: &H) {
     let pairs = (1..4usize)
         .prop_flat_map(|n| (vec(part(), n), vec(part(), n)))
         .prop_filter("distinct", |(a, b)| a != b);
-    let keys = runner(4_096).run(&pairs, |(a, b)| {
+    let keys = runner(harness, 4_096).run(&pairs, |(a, b)| {
         let ka = rules[a.len()]
             .limit(&a)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -97,7 +97,7 @@ pub async fn principals_never_share_a_counter<H: Harness>(harness: &H) {
 
     let clock = clock(harness);
     let limiter = limiter(harness.open().await, &clock);
-    let stored = runner(32).run(&pairs, |(a, b)| {
+    let stored = runner(harness, 32).run(&pairs, |(a, b)| {
         let run = unique();
         let a: Vec<String> = [run.clone()].into_iter().chain(a).collect();
         let b: Vec<String> = [run].into_iter().chain(b).collect();

@@ -251,7 +251,7 @@ pub async fn windows_match_the_model<H: Harness>(harness: &H) {
     let clock = clock(harness);
     let limiter = limiter(harness.open().await, &clock);
     let maxes = (1..12u64, 1..12u64, 1..30u64, 1..12u64, 0..12u64);
-    let result = runner(40).run(&(maxes, steps()), |((a, b, c, d, burst), steps)| {
+    let result = runner(harness, 40).run(&(maxes, steps()), |((a, b, c, d, burst), steps)| {
         let id = unique();
         let burst = 1 + burst % d;
         let rules: Vec<Rule> = SHAPES

@@ -14,7 +14,7 @@ pub async fn remaining_is_max_minus_count<H: Harness>(harness: &H) {
     let store = harness.open().await;
     let clock = clock(harness);
     let limiter = limiter(store, &clock);
-    let result = runner(24).run(&(1..12u64, 1..16u64), |(max, n)| {
+    let result = runner(harness, 24).run(&(1..12u64, 1..16u64), |(max, n)| {
         let limit = rule("remaining", max, Window::HOUR, 1).limit(&[unique()]);
         let limit = limit.map_err(|e| TestCaseError::fail(e.to_string()))?;
         for i in 1..=n {

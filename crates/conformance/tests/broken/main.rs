@@ -98,6 +98,10 @@ impl<F: Pick> Harness for Clocked<F> {
     fn store_clock(&self) -> Option<ManualClock> {
         Some(self.clock.clone())
     }
+
+    fn keeps_counterexamples(&self) -> bool {
+        false
+    }
 }
 
 /// A flawed store expiring by the system clock, which the suite cannot
@@ -126,6 +130,10 @@ impl<F: Pick> Harness for Unclocked<F> {
             .inner
             .expiry(key)
             .map_or(Expiry::Absent, Expiry::In)
+    }
+
+    fn keeps_counterexamples(&self) -> bool {
+        false
     }
 }
 
