@@ -357,6 +357,10 @@ mod tests {
             assert!(path.is_route(route, nested), "{route} in {nested:?}");
         }
         for (route, nested) in [
+            ("/site/{project}/ask", None),
+            ("/sites/{project/ask", None),
+            ("/sites/project}/ask", None),
+            ("/{sites}/{project}/ask", None),
             ("/api/sites/{project}/ask", None),
             ("/v1/sites/{project}/ask", Some("/api")),
             ("/sites/{project}/ask/stream", None),
@@ -370,6 +374,38 @@ mod tests {
         assert!(root.is_route("/", None) && !root.is_route("/healthz", None));
         let encoded = Path::parse("/caf%C3%A9/{x}").unwrap_or_else(|e| panic!("{e}"));
         assert!(encoded.is_route("/caf%C3%A9/{x}", None) && encoded.matches("/café/1"));
+    }
+
+    #[test]
+    fn key_parts_debug_as_what_they_read() {
+        let shown: Vec<String> = [
+            KeyPart::Param("project"),
+            KeyPart::Visitor,
+            KeyPart::Header("x-api-key"),
+            KeyPart::Segment(1),
+            KeyPart::extension::<String>(),
+        ]
+        .iter()
+        .map(|part| format!("{part:?}"))
+        .collect();
+        assert_eq!(
+            shown,
+            [
+                "Param(\"project\")",
+                "Visitor",
+                "Header(\"x-api-key\")",
+                "Segment(1)",
+                "Custom"
+            ]
+        );
+        assert_eq!(KeyPart::Param("project").param(), Some("project"));
+        assert_eq!(KeyPart::Segment(1).param(), None);
+    }
+
+    #[test]
+    fn a_template_is_kept_as_written() {
+        let path = Path::parse("/sites/{project}/%61sk").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(path.as_str(), "/sites/{project}/%61sk");
     }
 
     #[test]

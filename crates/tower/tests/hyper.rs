@@ -229,3 +229,28 @@ async fn an_application_shapes_its_own_refusals() {
     let text = String::from_utf8(body.to_vec()).unwrap();
     assert!(text.starts_with("slow down: calls for "), "{text}");
 }
+
+/// A key by a path parameter its guard's template does not name (or with
+/// no template) is refused when the guard is built, and the error names
+/// the template; the guard's debug output shows it too.
+#[test]
+fn a_key_by_an_unnamed_parameter_is_refused_when_built() {
+    let (calls, _) = rules();
+    let guard = Guard::new(Limiter::new(MemoryStore::new()))
+        .path("/sites/{site}/ask")
+        .unwrap();
+    assert!(format!("{guard:?}").contains("/sites/{site}/ask"));
+    let unnamed = guard
+        .clone()
+        .keyed(&calls, &[KeyPart::Param("project"), KeyPart::Segment(2)])
+        .unwrap_err();
+    assert_eq!(
+        unnamed.to_string(),
+        "rule `calls` is keyed by the path parameter `project`, which the guard's path `/sites/{site}/ask` does not name"
+    );
+    assert!(
+        guard
+            .keyed(&calls, &[KeyPart::Param("site"), KeyPart::Segment(2)])
+            .is_ok()
+    );
+}
