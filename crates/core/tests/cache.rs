@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tollgate_core::Faulty;
 use tollgate_core::{
     Clock, Counter, CounterStore, Deadline, Limit, Limiter, Mode, Policy, Reservation, RetryPolicy,
     Rule, StoreError, Window, async_trait,
 };
 use tollgate_memory::MemoryStore;
+use tollgate_test_support::metrics::{DebugValue, counters, labels, recorded, recorded_paused};
 
 /// A clock the tests move (`ManualClock` is behind the core's `test-util`).
 #[derive(Clone, Debug)]
@@ -224,37 +224,22 @@ async fn a_local_refusal_reads_as_the_stores_shadow_rules_included() {
 
 #[test]
 fn metrics_count_checks_by_rule_and_outcome() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let clock = ManualClock::new(Duration::from_secs(NOON));
-            let (limiter, _) = limiter(&clock);
-            let limits = [rule("m", 2, Window::DAY).limit(&["a"]).unwrap()];
-            for _ in 0..5 {
-                let _ = limiter.reserve(&limits).await.unwrap();
-            }
-        });
+    let recorded = recorded(|| async {
+        let clock = ManualClock::new(Duration::from_secs(NOON));
+        let (limiter, _) = limiter(&clock);
+        let limits = [rule("m", 2, Window::DAY).limit(&["a"]).unwrap()];
+        for _ in 0..5 {
+            let _ = limiter.reserve(&limits).await.unwrap();
+        }
     });
-    let mut checks = std::collections::BTreeMap::new();
+    // Every outcome of a rule is registered at once; the rest read 0.
+    let checks = counters(&recorded, "tollgate_checks_total");
     let (mut calls, mut entries) = (0, None);
-    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+    for (key, _, _, value) in recorded {
         let key = key.key();
-        let labels: Vec<String> = key
-            .labels()
-            .map(|l| format!("{}={}", l.key(), l.value()))
-            .collect();
         match (key.name(), value) {
-            // Every outcome of a rule is registered at once; the rest read 0.
-            ("tollgate_checks_total", DebugValue::Counter(n)) if n > 0 => {
-                checks.insert(labels.join(","), n);
-            }
             ("tollgate_store_call_seconds", DebugValue::Histogram(values))
-                if labels.iter().any(|l| l == "op=reserve") =>
+                if labels(key).split(',').any(|l| l == "op=reserve") =>
             {
                 calls += values.len();
             }
@@ -321,46 +306,34 @@ impl CounterStore for Busy {
 
 #[test]
 fn metrics_count_each_failed_attempt_by_kind_beside_its_latency() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let retry = RetryPolicy {
-                retries: 2,
-                delay: Duration::from_millis(1),
-                timeout: Duration::from_millis(50),
-            };
-            let limiter = Limiter::builder(Busy).retry(retry).build();
-            let limits = [rule("e", 2, Window::DAY).limit(&["a"]).unwrap()];
-            assert!(limiter.count(&limits).await.is_err());
-        });
+    let recorded = recorded(|| async {
+        let retry = RetryPolicy {
+            retries: 2,
+            delay: Duration::from_millis(1),
+            timeout: Duration::from_millis(50),
+        };
+        let limiter = Limiter::builder(Busy).retry(retry).build();
+        let limits = [rule("e", 2, Window::DAY).limit(&["a"]).unwrap()];
+        assert!(limiter.count(&limits).await.is_err());
     });
-    let (mut errors, mut latencies, mut outcomes) = (Vec::new(), 0, Vec::new());
-    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-        let key = key.key();
-        let labels: Vec<String> = key
-            .labels()
-            .map(|l| format!("{}={}", l.key(), l.value()))
-            .collect();
-        match (key.name(), value) {
-            ("tollgate_store_errors_total", DebugValue::Counter(n)) if n > 0 => {
-                errors.push((labels.join(","), n));
-            }
-            ("tollgate_store_call_seconds", DebugValue::Histogram(values))
-                if labels.iter().any(|l| l == "op=count") =>
+    let errors: Vec<_> = counters(&recorded, "tollgate_store_errors_total")
+        .into_iter()
+        .collect();
+    let outcomes: Vec<_> = counters(&recorded, "tollgate_checks_total")
+        .into_iter()
+        .collect();
+    let latencies: usize = recorded
+        .into_iter()
+        .filter_map(|(key, _, _, value)| match value {
+            DebugValue::Histogram(values)
+                if key.key().name() == "tollgate_store_call_seconds"
+                    && labels(key.key()).split(',').any(|l| l == "op=count") =>
             {
-                latencies += values.len();
+                Some(values.len())
             }
-            ("tollgate_checks_total", DebugValue::Counter(n)) if n > 0 => {
-                outcomes.push((labels.join(","), n));
-            }
-            _ => {}
-        }
-    }
+            _ => None,
+        })
+        .sum();
     assert_eq!(errors, [("store=store,kind=busy".to_owned(), 3)]);
     assert_eq!(
         outcomes,
@@ -480,29 +453,7 @@ async fn the_default_cache_age_is_two_seconds_and_zero_remembers_nothing() {
 /// The `tollgate_checks_total` counters above 0 after `checks`, as
 /// `rule=…,algorithm=…,outcome=…` → count.
 fn outcomes(checks: impl AsyncFnOnce()) -> std::collections::BTreeMap<String, u64> {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(checks());
-    });
-    let mut found = std::collections::BTreeMap::new();
-    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-        let key = key.key();
-        if let ("tollgate_checks_total", DebugValue::Counter(n)) = (key.name(), value)
-            && n > 0
-        {
-            let labels: Vec<String> = key
-                .labels()
-                .map(|l| format!("{}={}", l.key(), l.value()))
-                .collect();
-            found.insert(labels.join(","), n);
-        }
-    }
-    found
+    counters(&recorded(checks), "tollgate_checks_total")
 }
 
 #[test]
@@ -541,56 +492,43 @@ fn only_the_rules_that_were_over_count_as_limited() {
 
 #[test]
 fn the_breaker_reports_its_state_its_transitions_and_the_checks_it_answered() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let store = Arc::new(Faulty::new(MemoryStore::new()));
-            let retry = RetryPolicy {
-                retries: 0,
-                delay: Duration::from_millis(1),
-                timeout: Duration::from_millis(50),
-            };
-            let limiter = Limiter::builder(store.clone()).retry(retry).build();
-            let limits = [rule("b", 10, Window::DAY).limit(&["a"]).unwrap()];
-            store.set(tollgate_core::Fault::Transient);
-            // Six failures over 500 ms open it.
-            for _ in 0..6 {
-                assert!(limiter.count(&limits).await.is_err());
-                tokio::time::advance(Duration::from_millis(100)).await;
-            }
-            let calls = store.calls();
-            let skipped = limiter.count(&limits).await;
-            assert!(
-                matches!(&skipped, Err(e) if e.to_string().contains("unavailable")),
-                "{skipped:?}"
-            );
-            assert!(limiter.within(&limits).await.is_degraded());
-            assert_eq!(store.calls(), calls, "the store was called while open");
-            store.set(tollgate_core::Fault::None);
-            tokio::time::advance(Duration::from_millis(200)).await;
-            assert!(limiter.count(&limits).await.is_ok(), "the probe failed");
-        });
+    let recorded = recorded_paused(|| async {
+        let store = Arc::new(Faulty::new(MemoryStore::new()));
+        let retry = RetryPolicy {
+            retries: 0,
+            delay: Duration::from_millis(1),
+            timeout: Duration::from_millis(50),
+        };
+        let limiter = Limiter::builder(store.clone()).retry(retry).build();
+        let limits = [rule("b", 10, Window::DAY).limit(&["a"]).unwrap()];
+        store.set(tollgate_core::Fault::Transient);
+        // Six failures over 500 ms open it.
+        for _ in 0..6 {
+            assert!(limiter.count(&limits).await.is_err());
+            tokio::time::advance(Duration::from_millis(100)).await;
+        }
+        let calls = store.calls();
+        let skipped = limiter.count(&limits).await;
+        assert!(
+            matches!(&skipped, Err(e) if e.to_string().contains("unavailable")),
+            "{skipped:?}"
+        );
+        assert!(limiter.within(&limits).await.is_degraded());
+        assert_eq!(store.calls(), calls, "the store was called while open");
+        store.set(tollgate_core::Fault::None);
+        tokio::time::advance(Duration::from_millis(200)).await;
+        assert!(limiter.count(&limits).await.is_ok(), "the probe failed");
     });
     let mut seen = Vec::new();
-    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+    for (key, _, _, value) in recorded {
         let key = key.key();
-        let labels: Vec<String> = key
-            .labels()
-            .map(|l| format!("{}={}", l.key(), l.value()))
-            .collect();
         let value = match value {
             DebugValue::Counter(n) => n as f64,
             DebugValue::Gauge(g) => g.into_inner(),
             DebugValue::Histogram(_) => continue,
         };
         if key.name().starts_with("tollgate_breaker") {
-            seen.push(format!("{} {} {value}", key.name(), labels.join(",")));
+            seen.push(format!("{} {} {value}", key.name(), labels(key)));
         }
     }
     seen.sort();

@@ -64,48 +64,30 @@ async fn a_failed_check_ends_the_lease_the_store_took() {
 /// renewed, released, and reclaimed (found expired by an acquire).
 #[test]
 fn metrics_count_every_lease_event() {
-    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
     use tollgate_core::ManualClock;
+    use tollgate_test_support::metrics::{counters, recorded};
 
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let clock = ManualClock::new(Duration::from_secs(1_781_524_800));
-            let limiter = Limiter::builder(MemoryStore::with_clock(clock.clone()))
-                .clock(clock.clone())
-                .cache(0)
-                .build();
-            let rule = Rule::concurrency("events", 1, Window::MINUTE).unwrap();
-            let one = [rule.limit::<&str>(&[]).unwrap()];
-            let first = limiter.reserve(&one).await.unwrap();
-            assert!(!limiter.reserve(&one).await.unwrap().is_allowed());
-            let lease = &first.leases()[0];
-            assert!(lease.renew().await.unwrap());
-            assert!(lease.release().await.unwrap());
-            // A holder that crashes: its lease is reclaimed once expired.
-            let crashed = limiter.reserve(&one).await.unwrap();
-            std::mem::forget(crashed);
-            clock.advance(Duration::from_secs(61));
-            let after = limiter.reserve(&one).await.unwrap();
-            assert!(after.leases()[0].release().await.unwrap());
-        });
+    let recorded = recorded(|| async {
+        let clock = ManualClock::new(Duration::from_secs(1_781_524_800));
+        let limiter = Limiter::builder(MemoryStore::with_clock(clock.clone()))
+            .clock(clock.clone())
+            .cache(0)
+            .build();
+        let rule = Rule::concurrency("events", 1, Window::MINUTE).unwrap();
+        let one = [rule.limit::<&str>(&[]).unwrap()];
+        let first = limiter.reserve(&one).await.unwrap();
+        assert!(!limiter.reserve(&one).await.unwrap().is_allowed());
+        let lease = &first.leases()[0];
+        assert!(lease.renew().await.unwrap());
+        assert!(lease.release().await.unwrap());
+        // A holder that crashes: its lease is reclaimed once expired.
+        let crashed = limiter.reserve(&one).await.unwrap();
+        std::mem::forget(crashed);
+        clock.advance(Duration::from_secs(61));
+        let after = limiter.reserve(&one).await.unwrap();
+        assert!(after.leases()[0].release().await.unwrap());
     });
-    let mut events = std::collections::BTreeMap::new();
-    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-        let key = key.key();
-        if let ("tollgate_leases_total", DebugValue::Counter(n)) = (key.name(), value) {
-            let labels: Vec<String> = key
-                .labels()
-                .map(|l| format!("{}={}", l.key(), l.value()))
-                .collect();
-            events.insert(labels.join(","), n);
-        }
-    }
+    let events = counters(&recorded, "tollgate_leases_total");
     let expected = [
         ("rule=events,event=acquired", 3),
         ("rule=events,event=refused", 1),

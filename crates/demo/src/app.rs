@@ -67,6 +67,39 @@ pub struct Settings {
     pub provider_delay: Duration,
 }
 
+impl Demo {
+    /// Reserves an ask's limits for `visitor` on `project`, `estimate`
+    /// tokens among them, all or nothing and fail-closed: before any work,
+    /// over HTTP and gRPC alike.
+    pub(crate) async fn admit_ask(
+        &self,
+        project: &str,
+        visitor: &str,
+        estimate: u64,
+    ) -> Result<Verdict, Rejection> {
+        let limits = self
+            .ask
+            .limits(project, visitor, estimate)
+            .map_err(Rejection::from)?;
+        check(&self.limiter, &limits, Mode::Reserve, Policy::FailClosed).await
+    }
+
+    /// The fake provider's answer to the admitted ask `verdict`: the
+    /// answer and the tokens it used, which settle `ask-tokens`.
+    pub(crate) async fn answer_ask(&self, verdict: &Verdict, question: &str) -> (String, u64) {
+        if !self.provider_delay.is_zero() {
+            tokio::time::sleep(self.provider_delay).await;
+        }
+        let (answer, used) = provider(question);
+        self.work.ask(used);
+        if let Err(err) = self.limiter.settle(verdict, "ask-tokens", used).await {
+            // The estimate stays spent: the safe direction.
+            tracing::warn!(error = %err, "settling ask-tokens failed; the estimate stays spent");
+        }
+        (answer, used)
+    }
+}
+
 impl FromRef<Demo> for VisitorSource {
     fn from_ref(demo: &Demo) -> VisitorSource {
         demo.visitors.clone()
@@ -185,12 +218,7 @@ pub fn is_valid_name(name: &str) -> bool {
 /// ([`is_valid_name`]); a 400 naming `param` otherwise (a value that is not
 /// UTF-8 once percent-decoded included).
 async fn name_param(parts: &mut Parts, param: &'static str) -> Result<String, Rejection> {
-    let invalid = || {
-        Rejection::BadRequest(format!(
-            "the {param} must be 1 to {MAX_NAME_LEN} of a-z, 0-9, '-', '_' and '.', \
-             starting with a letter or digit"
-        ))
-    };
+    let invalid = || Rejection::BadRequest(invalid_name(param));
     let params = match RawPathParams::from_request_parts(parts, &()).await {
         Ok(params) => params,
         Err(RawPathParamsRejection::InvalidUtf8InPathParam(_)) => return Err(invalid()),
@@ -201,6 +229,14 @@ async fn name_param(parts: &mut Parts, param: &'static str) -> Result<String, Re
         Some(_) => Err(invalid()),
         None => Err(missing(param)),
     }
+}
+
+/// Why `what` (a project, an org) is not a valid name ([`is_valid_name`]).
+pub(crate) fn invalid_name(what: &str) -> String {
+    format!(
+        "the {what} must be 1 to {MAX_NAME_LEN} of a-z, 0-9, '-', '_' and '.', \
+         starting with a letter or digit"
+    )
 }
 
 /// A route without the parameter its name extractor reads: the demo's own
@@ -436,7 +472,7 @@ pub fn max_ask_body(max_tokens: u64) -> u64 {
 
 /// The fake provider call: a deterministic answer, and the tokens it used
 /// (the question's, plus 64 to 319 for the answer; never over the estimate).
-pub(crate) fn provider(question: &str) -> (String, u64) {
+fn provider(question: &str) -> (String, u64) {
     let answer_tokens = 64 + (question.len() as u64 % 256);
     let used = (question.len() as u64).div_ceil(4) + answer_tokens;
     (
@@ -545,12 +581,8 @@ async fn answer(
     if length > demo.ask.max_body {
         return Err(too_large(demo.ask.max_body));
     }
-    let estimate = estimate_body_tokens(length);
-    let limits = demo
-        .ask
-        .limits(&project, visitor.as_str(), estimate)
-        .map_err(|err| Rejection::from(err).into_response())?;
-    let verdict = check(&demo.limiter, &limits, Mode::Reserve, Policy::FailClosed)
+    let verdict = demo
+        .admit_ask(&project, visitor.as_str(), estimate_body_tokens(length))
         .await
         .map_err(IntoResponse::into_response)?;
     // Admitted: only now is the body read.
@@ -561,15 +593,7 @@ async fn answer(
             return Err(refused);
         }
     };
-    if !demo.provider_delay.is_zero() {
-        tokio::time::sleep(demo.provider_delay).await;
-    }
-    let (answer, used) = provider(&question.question);
-    demo.work.ask(used);
-    if let Err(err) = demo.limiter.settle(&verdict, "ask-tokens", used).await {
-        // The estimate stays spent: the safe direction.
-        tracing::warn!(error = %err, "settling ask-tokens failed; the estimate stays spent");
-    }
+    let (answer, used) = demo.answer_ask(&verdict, &question.question).await;
     let mut response = Json(json!({
         "project": project,
         "answer": answer,

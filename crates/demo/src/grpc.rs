@@ -17,13 +17,12 @@
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tollgate::tower::{HoldLeasesLayer, Rejection, check, grpc};
-use tollgate::{Mode, Policy};
+use tollgate::tower::{HoldLeasesLayer, grpc};
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
-use crate::app::{Demo, provider};
-use crate::{MAX_NAME_LEN, estimate_tokens, is_valid_name};
+use crate::app::{Demo, invalid_name};
+use crate::{estimate_tokens, is_valid_name};
 
 /// The code generated from `proto/tollgate/demo/v1/ask.proto`: the
 /// messages, the server and the client.
@@ -73,27 +72,13 @@ impl AskService {
         let visitor = grpc::visitor(&demo.visitors, &request)?;
         let AskRequest { project, question } = request.into_inner();
         if !is_valid_name(&project) {
-            return Err(Status::invalid_argument(format!(
-                "the project must be 1 to {MAX_NAME_LEN} of a-z, 0-9, '-', '_' and '.', \
-                 starting with a letter or digit"
-            )));
+            return Err(Status::invalid_argument(invalid_name("project")));
         }
-        let refused = |rejection: Rejection| grpc::status(&rejection);
-        let limits = demo
-            .ask
-            .limits(&project, visitor.as_str(), estimate_tokens(&question))
-            .map_err(|err| refused(Rejection::from(err)))?;
-        let verdict = check(&demo.limiter, &limits, Mode::Reserve, Policy::FailClosed)
+        let verdict = demo
+            .admit_ask(&project, visitor.as_str(), estimate_tokens(&question))
             .await
-            .map_err(refused)?;
-        if !demo.provider_delay.is_zero() {
-            tokio::time::sleep(demo.provider_delay).await;
-        }
-        let (answer, used) = provider(&question);
-        demo.work.ask(used);
-        if let Err(err) = demo.limiter.settle(&verdict, "ask-tokens", used).await {
-            tracing::warn!(error = %err, "settling ask-tokens failed; the estimate stays spent");
-        }
+            .map_err(|refused| grpc::status(&refused))?;
+        let (answer, used) = demo.answer_ask(&verdict, &question).await;
         let mut response = Response::new(AskReply {
             answer,
             tokens: used,

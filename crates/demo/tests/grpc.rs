@@ -9,6 +9,8 @@
 
 #[path = "support/demo_binary.rs"]
 mod demo_binary;
+#[path = "support/stats.rs"]
+mod stats;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use tokio::net::TcpListener;
-use tollgate::axum::{Trust, VisitorSource};
+use tollgate::axum::{Network, Trust, VisitorSource};
 use tollgate::memory::MemoryStore;
 use tollgate::{Fault, Faulty, Limiter, RuleSet};
 use tollgate_demo::grpc::proto::AskRequest;
@@ -94,13 +96,21 @@ async fn the_binary_answers_fifteen_grpc_asks_then_waits_as_the_http_route_does(
 
 /// The demo's HTTP routes and gRPC service on loopback ports, over `limiter`.
 async fn start(limiter: Limiter) -> (String, String) {
-    start_with(limiter, Settings::default()).await
+    start_with(
+        limiter,
+        Settings::default(),
+        VisitorSource::new(Trust::Peer),
+    )
+    .await
 }
 
-async fn start_with(limiter: Limiter, settings: Settings) -> (String, String) {
+async fn start_with(
+    limiter: Limiter,
+    settings: Settings,
+    visitors: VisitorSource,
+) -> (String, String) {
     let marks = MemoryStore::default();
     let rules = RuleSet::defaults();
-    let visitors = VisitorSource::new(Trust::Peer);
     let services = services_with(limiter, marks, &rules, visitors, settings).unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http_addr: SocketAddr = http.local_addr().unwrap();
@@ -119,13 +129,9 @@ async fn start_with(limiter: Limiter, settings: Settings) -> (String, String) {
 async fn grpc_and_http_asks_count_against_the_same_limits() {
     let (http, grpc) = start(Limiter::new(MemoryStore::default())).await;
     let web = reqwest::Client::new();
+    let post_ask = || web.post(format!("{http}/sites/docs/ask")).send();
     for _ in 0..7 {
-        let response = web
-            .post(format!("{http}/sites/docs/ask"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(post_ask().await.unwrap().status(), StatusCode::OK);
     }
     let mut client = AskClient::connect(grpc).await.unwrap();
     for n in 8..=15 {
@@ -135,20 +141,11 @@ async fn grpc_and_http_asks_count_against_the_same_limits() {
     }
     let refused = ask(&mut client, "docs").await.unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
-    let response = web
-        .post(format!("{http}/sites/docs/ask"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-    let stats: serde_json::Value = web
-        .get(format!("{http}/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    assert_eq!(
+        post_ask().await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let stats = stats::stats(&web, &http).await;
     assert_eq!(stats["ask"], 15, "{stats}");
 }
 
@@ -165,12 +162,7 @@ async fn an_invalid_project_is_invalid_argument_and_counts_nothing() {
             "{project:?}: {refused:?}"
         );
     }
-    let stats: serde_json::Value = reqwest::get(format!("{http}/stats"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = stats::stats(&reqwest::Client::new(), &http).await;
     assert_eq!(stats["ask"], 0, "{stats}");
     // The first valid ask is the visitor's first: nothing was counted.
     let answer = ask(&mut client, "docs").await.unwrap();
@@ -206,7 +198,8 @@ async fn asks_in_flight_over_grpc_hold_their_leases() {
         provider_delay: Duration::from_secs(1),
         ..Settings::default()
     };
-    let (_, grpc) = start_with(Limiter::new(MemoryStore::default()), settings).await;
+    let visitors = VisitorSource::new(Trust::Peer);
+    let (_, grpc) = start_with(Limiter::new(MemoryStore::default()), settings, visitors).await;
     let client = AskClient::connect(grpc).await.unwrap();
     let asks: Vec<_> = (0..10)
         .map(|_| {
@@ -242,4 +235,50 @@ async fn asks_in_flight_over_grpc_hold_their_leases() {
     };
     let fields = ratelimit(&answer);
     assert!(fields.contains("\"ask\";r=12;"), "{fields}");
+}
+
+/// Behind a trusted edge (`--trust cf-connecting-ip` with loopback as the
+/// edge), a gRPC call's visitor is its `cf-connecting-ip` metadata, as an
+/// HTTP call's is its header: two visitors have a budget each, and the HTTP
+/// route refuses the visitor the gRPC asks used up.
+#[tokio::test]
+async fn behind_a_trusted_edge_the_visitor_is_the_calls_metadata() {
+    let edge: Network = "127.0.0.0/8".parse().unwrap();
+    let visitors = VisitorSource::new(Trust::CfConnectingIp(vec![edge]));
+    let limiter = Limiter::new(MemoryStore::default());
+    let (http, grpc) = start_with(limiter, Settings::default(), visitors).await;
+    let mut client = AskClient::connect(grpc).await.unwrap();
+    let ask_as = |client: &mut AskClient<Channel>, ip: &str| {
+        let mut request = tonic::Request::new(AskRequest {
+            project: "docs".into(),
+            question: String::new(),
+        });
+        request
+            .metadata_mut()
+            .insert("cf-connecting-ip", ip.parse().unwrap());
+        let mut client = client.clone();
+        async move { client.ask(request).await }
+    };
+    for n in 1..=15 {
+        let answer = ask_as(&mut client, "203.0.113.7").await;
+        answer.unwrap_or_else(|s| panic!("ask {n}: {s:?}"));
+    }
+    let refused = ask_as(&mut client, "203.0.113.7").await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let other = ask_as(&mut client, "203.0.113.8").await.unwrap();
+    assert!(ratelimit(&other).contains("\"ask\";r=14;"));
+    let web = reqwest::Client::new();
+    let post_as = |ip: &'static str| {
+        web.post(format!("{http}/sites/docs/ask"))
+            .header("cf-connecting-ip", ip)
+            .send()
+    };
+    assert_eq!(
+        post_as("203.0.113.7").await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        post_as("203.0.113.9").await.unwrap().status(),
+        StatusCode::OK
+    );
 }

@@ -5,6 +5,7 @@
 //! `tollgate-core`'s `test-util` feature.
 
 mod logs;
+pub mod metrics;
 pub mod postgres_server;
 pub mod processes;
 pub mod redis_cluster;

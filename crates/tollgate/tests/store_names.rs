@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use metrics_util::debugging::DebuggingRecorder;
 use tollgate::{CounterStore, Deliveries, Limiter, Prefixed, Rule, Window, open_store};
+use tollgate_test_support::metrics::recorded;
 use tollgate_test_support::redis_server::RedisServer;
 
 /// One reservation through `limiter`.
@@ -30,27 +30,19 @@ fn store_metrics_are_labelled_with_the_stores_name_however_it_is_handed_over() {
         ),
         ("redis", redis.url()),
     ];
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            for (_, url) in &stores {
-                let store = open_store(url).unwrap();
-                reserve(&Limiter::new(store.clone())).await;
-                reserve(&Limiter::new(Prefixed::new("app:", store.clone()))).await;
-                let shared: Arc<dyn CounterStore> = store.clone();
-                reserve(&Limiter::builder(shared).cache(0).build()).await;
-                let deliveries = Deliveries::new(Prefixed::new("app:", store), "hook:").unwrap();
-                assert!(deliveries.begin("d1").await.unwrap().is_some());
-            }
-        });
+    let recorded = recorded(async || {
+        for (_, url) in &stores {
+            let store = open_store(url).unwrap();
+            reserve(&Limiter::new(store.clone())).await;
+            reserve(&Limiter::new(Prefixed::new("app:", store.clone()))).await;
+            let shared: Arc<dyn CounterStore> = store.clone();
+            reserve(&Limiter::builder(shared).cache(0).build()).await;
+            let deliveries = Deliveries::new(Prefixed::new("app:", store), "hook:").unwrap();
+            assert!(deliveries.begin("d1").await.unwrap().is_some());
+        }
     });
     let mut seen = BTreeSet::new();
-    for (key, _, _, _) in snapshotter.snapshot().into_vec() {
+    for (key, _, _, _) in recorded {
         let key = key.key();
         if key.name().starts_with("tollgate_store_") {
             let label = |name: &str| {

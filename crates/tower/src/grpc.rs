@@ -48,29 +48,30 @@ use crate::{Rejection, UNAVAILABLE_RETRY_AFTER, VisitorSource, fields};
 
 /// The `tonic::Status` of a refused call (the module's table).
 pub fn status(rejection: &Rejection) -> Status {
+    let detail = rejection.detail();
     match rejection {
         Rejection::Limited { limited, usage } => {
             let mut details = ErrorDetails::new();
             if !limited.never_fits() {
                 details.set_retry_info(Some(Duration::from_secs(limited.retry_after())));
             }
-            details.add_quota_failure_violation(limited.limit(), rejection.detail());
+            details.add_quota_failure_violation(limited.limit(), detail.clone());
             let mut headers = HeaderMap::new();
             fields::insert_usage(usage, &mut headers);
             Status::with_error_details_and_metadata(
                 Code::ResourceExhausted,
-                rejection.detail(),
+                detail,
                 details,
                 MetadataMap::from_headers(headers),
             )
         }
         Rejection::Unavailable => Status::with_error_details(
             Code::Unavailable,
-            rejection.detail(),
+            detail,
             ErrorDetails::with_retry_info(Some(Duration::from_secs(UNAVAILABLE_RETRY_AFTER))),
         ),
-        Rejection::BadRequest(_) => Status::invalid_argument(rejection.detail()),
-        Rejection::Internal => Status::internal(rejection.detail()),
+        Rejection::BadRequest(_) => Status::invalid_argument(detail),
+        Rejection::Internal => Status::internal(detail),
     }
 }
 

@@ -319,17 +319,31 @@ impl Guard {
     /// through: a guard mounted with `layer` on a whole router checks its
     /// own route only.
     pub fn guards<B>(&self, request: &http::Request<B>) -> bool {
+        !matches!(
+            self.reach(request.uri().path(), request.extensions()),
+            Reach::Other
+        )
+    }
+
+    /// How this guard stands to a call of `path`: the one place that
+    /// matches its template, once per call.
+    pub(crate) fn reach(&self, path: &str, extensions: &http::Extensions) -> Reach {
         let Some(template) = &self.path else {
-            return true;
+            return Reach::Checked;
         };
+        if template.matches(path) {
+            return Reach::Checked;
+        }
         #[cfg(feature = "axum")]
-        if let Some(route) = request.extensions().get::<axum::extract::MatchedPath>() {
-            let nested = request.extensions().get::<axum::extract::NestedPath>();
+        if let Some(route) = extensions.get::<axum::extract::MatchedPath>() {
+            let nested = extensions.get::<axum::extract::NestedPath>();
             if template.is_route(route.as_str(), nested.map(|n| n.as_str())) {
-                return true;
+                return Reach::Misplaced;
             }
         }
-        template.matches(request.uri().path())
+        #[cfg(not(feature = "axum"))]
+        let _ = extensions;
+        Reach::Other
     }
 
     /// Checks one call: its verdict when allowed (also put in the request
@@ -338,18 +352,27 @@ impl Guard {
     /// guard inside a route of another path (a nested router's prefix, a
     /// second route) would key it by the wrong values.
     pub async fn admit(&self, parts: &mut Parts) -> Result<Verdict, Rejection> {
-        if let Some(template) = self.path.as_deref()
-            && !template.matches(parts.uri.path())
-        {
-            tracing::error!(
-                template = template.as_str(),
-                path = %parts.uri.path(),
-                "the guard's path does not match a call it guards: write the \
-                 route's path as the guard sees it (inside a nested router, without \
-                 its prefix)"
-            );
-            return Err(Rejection::Internal);
+        match self.reach(parts.uri.path(), &parts.extensions) {
+            Reach::Checked => self.check(parts).await,
+            Reach::Misplaced | Reach::Other => Err(self.misplaced(parts)),
         }
+    }
+
+    /// The refusal of a call the guard checks whose path its template does
+    /// not match (logged).
+    pub(crate) fn misplaced(&self, parts: &Parts) -> Rejection {
+        tracing::error!(
+            template = self.path.as_ref().map(|p| p.as_str()),
+            path = %parts.uri.path(),
+            "the guard's path does not match a call it guards: write the \
+             route's path as the guard sees it (inside a nested router, without \
+             its prefix)"
+        );
+        Rejection::Internal
+    }
+
+    /// [`admit`](Guard::admit), for a call whose path the template matches.
+    pub(crate) async fn check(&self, parts: &mut Parts) -> Result<Verdict, Rejection> {
         let visitor = match &self.visitors {
             Some(source) => Some(source.visitor(parts)?),
             None => None,
@@ -425,6 +448,19 @@ impl fmt::Debug for Guard {
             .field("shaped_rejections", &self.respond.is_some())
             .finish_non_exhaustive()
     }
+}
+
+/// How a guard stands to a call ([`Guard::reach`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Another route's: passed through unchecked.
+    Other,
+    /// This guard's: checked.
+    Checked,
+    /// Routed to this guard's route, its path not the template's: 500.
+    /// (Only axum routes calls before a guard sees them.)
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    Misplaced,
 }
 
 /// The path parameters axum's router found, for a guard without a path

@@ -173,7 +173,7 @@ enum Segment {
 }
 
 /// The non-empty segments of `path`.
-pub(crate) fn segments(path: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn segments(path: &str) -> impl Iterator<Item = &str> + Clone {
     path.split('/').filter(|segment| !segment.is_empty())
 }
 
@@ -275,19 +275,22 @@ impl Path {
     /// (`NestedPath`), is taken off.
     #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) fn is_route(&self, route: &str, nested: Option<&str>) -> bool {
-        let route: Vec<&str> = segments(route).collect();
-        if self.is_segments(&route) {
+        if self.is_segments(segments(route)) {
             return true;
         }
         let Some(nested) = nested else {
             return false;
         };
-        let nested: Vec<&str> = segments(nested).collect();
-        !nested.is_empty() && route.starts_with(&nested) && self.is_segments(&route[nested.len()..])
+        // The route less the nest prefix, compared without allocating.
+        let mut rest = segments(route);
+        let mut prefix = segments(nested).peekable();
+        prefix.peek().is_some()
+            && prefix.all(|segment| rest.next() == Some(segment))
+            && self.is_segments(rest)
     }
 
-    fn is_segments(&self, route: &[&str]) -> bool {
-        route.len() == self.segments.len()
+    fn is_segments<'r>(&self, route: impl Iterator<Item = &'r str> + Clone) -> bool {
+        route.clone().count() == self.segments.len()
             && self.segments.iter().zip(route).all(|(segment, given)| {
                 let param = given.starts_with('{') && given.ends_with('}');
                 match segment {

@@ -227,6 +227,11 @@ mod tests {
         let first = limiter.reserve(std::slice::from_ref(&limit)).await;
         assert!(first.is_ok_and(|v| v.is_allowed()));
         clock.advance(Duration::from_secs(1));
+        refused(&limiter, limit, cost).await
+    }
+
+    /// The rejection of a call of `cost` to `limit`, which must refuse it.
+    async fn refused(limiter: &Limiter, limit: tollgate_core::Limit, cost: u64) -> Rejection {
         let limit = limit.with_cost(cost).unwrap_or_else(|e| panic!("{e}"));
         let verdict = limiter.reserve(&[limit]).await;
         let verdict = verdict.unwrap_or_else(|e| panic!("{e}"));
@@ -279,10 +284,7 @@ mod tests {
             let verdict = limiter.reserve(std::slice::from_ref(&limit)).await;
             assert!(verdict.is_ok_and(|v| v.is_allowed()), "call {i}");
         }
-        let limit = limit.with_cost(cost).unwrap_or_else(|e| panic!("{e}"));
-        let verdict = limiter.reserve(&[limit]).await;
-        let verdict = verdict.unwrap_or_else(|e| panic!("{e}"));
-        Rejection::from_verdict(&verdict).unwrap_or_else(|| panic!("allowed"))
+        refused(&limiter, limit, cost).await
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::body::hold;
+use crate::guard::Reach;
 use crate::{Guard, GuardBody, fields};
 
 impl<S> Layer<S> for Guard {
@@ -53,12 +54,17 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let guard = self.guard.clone();
         Box::pin(async move {
-            if !guard.guards(&request) {
+            let reach = guard.reach(request.uri().path(), request.extensions());
+            if reach == Reach::Other {
                 let response = inner.call(request).await?;
                 return Ok(response.map(GuardBody::new));
             }
             let (mut parts, body) = request.into_parts();
-            let verdict = match guard.admit(&mut parts).await {
+            let admitted = match reach {
+                Reach::Checked => guard.check(&mut parts).await,
+                _ => Err(guard.misplaced(&parts)),
+            };
+            let verdict = match admitted {
                 Ok(verdict) => verdict,
                 Err(rejection) => return Ok(guard.respond(&parts.headers, rejection)),
             };
