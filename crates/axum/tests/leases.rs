@@ -55,7 +55,8 @@ fn request() -> Request<Body> {
     request
 }
 
-#[tokio::test]
+// Paused time: the waits below are for a task of this runtime, not a server.
+#[tokio::test(start_paused = true)]
 async fn a_lease_is_held_until_the_body_has_been_sent() {
     let store = MemoryStore::new();
     let limiter = Limiter::builder(store.clone()).cache(0).build();

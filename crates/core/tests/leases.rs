@@ -29,7 +29,8 @@ impl Hook for LoseAnswers {
     }
 }
 
-#[tokio::test]
+// Paused time: the retry's pause and the polls wait for this runtime only.
+#[tokio::test(start_paused = true)]
 async fn a_failed_check_ends_the_lease_the_store_took() {
     let hook = Arc::new(LoseAnswers::default());
     let store = Hooked::around(MemoryStore::new(), hook.clone());

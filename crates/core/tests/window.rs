@@ -1,12 +1,17 @@
 //! Window math, as properties: pure functions of the time, no store.
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use tollgate_core::Window;
 
 proptest! {
     // A counterexample found is saved beside this file
     // (`window.proptest-regressions`): commit it, so every run replays it.
-    #![proptest_config(ProptestConfig { cases: 2_048, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: 2_048,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
 
     /// The index is monotone in time, every instant of `[k·w, (k+1)·w)` maps
     /// to `k`, and `0 < retry_after ≤ w` lands on the next window.

@@ -55,7 +55,8 @@ async fn call(
     (response.status() == http::StatusCode::OK).then_some(response)
 }
 
-#[tokio::test]
+// Paused time: the waits are for a task of this runtime, not a server.
+#[tokio::test(start_paused = true)]
 async fn a_verdict_in_the_response_holds_its_leases_until_the_body_ends() {
     let limiter = Limiter::new(MemoryStore::new());
     let (sender, chunks) = mpsc::channel(1);
