@@ -403,7 +403,61 @@ mod tests {
         assert_eq!(lock(&batcher.shared.queue).sending, 0);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    /// A batch task dropped unfinished (its runtime shut down) frees its
+    /// place: a later call on the endpoint is sent, not queued forever
+    /// behind senders that no longer run.
+    #[test]
+    fn a_batch_task_dropped_with_its_runtime_frees_its_place() {
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+        };
+        let first = runtime();
+        let (gate, batcher, in_flight) = first.block_on(two_in_flight());
+        drop(in_flight);
+        drop(first);
+        assert_eq!(lock(&batcher.shared.queue).sending, 0);
+        runtime().block_on(async {
+            gate.open.add_permits(1);
+            let call = count(&batcher, "c", Deadline::after(Duration::from_secs(5)));
+            let reply = tokio::time::timeout(Duration::from_secs(5), call).await;
+            let reply = reply.expect("the call was never sent").unwrap().unwrap();
+            assert_eq!(reply, Reply::Array(vec![Reply::Int(1)]));
+        });
+    }
+
+    /// A batch waits for its reply as long as the limiter awaits an
+    /// answer: two skew margins past its latest deadline (an answer the
+    /// server applied by its cutoff), and not longer.
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_awaits_its_reply_two_skew_margins_past_its_deadline() {
+        for (late, answered) in [(3, true), (5, false)] {
+            let gate = Arc::new(Gate {
+                open: Semaphore::new(0),
+                sent: Mutex::default(),
+                waiting: AtomicUsize::new(0),
+            });
+            let batcher = Arc::new(Batcher::new(Arc::clone(&gate)));
+            let deadline = Deadline::after(Duration::from_millis(100));
+            let call = count(&batcher, "a", deadline);
+            until_waiting(&gate, 1).await;
+            // `late` half-margins past the deadline, the server answers.
+            let at = deadline.instant() + Deadline::SKEW_MARGIN * late / 2;
+            tokio::time::sleep_until(at.into()).await;
+            gate.open.add_permits(1);
+            let reply = call.await.unwrap();
+            if answered {
+                assert_eq!(reply.unwrap(), Reply::Array(vec![Reply::Int(1)]));
+            } else {
+                assert_eq!(reply.unwrap_err().kind(), "timeout");
+            }
+        }
+    }
+
+    // Paused time: `late` outlives its deadline without a real wait.
+    #[tokio::test(start_paused = true)]
     async fn a_call_whose_caller_gave_up_before_its_batch_left_is_not_sent() {
         let (gate, batcher, first) = two_in_flight().await;
         let deadline = Deadline::after(Duration::from_secs(10));
