@@ -228,21 +228,25 @@ async fn a_webhook_claim_that_failed_during_a_freeze_is_not_written() {
     first.unwrap().complete().await.unwrap();
 }
 
-/// Freezes `server` and has a call on `store` cut off by its caller after
-/// 30 ms (the call stays queued on the frozen server).
+/// Freezes `server` and has a call on `store` cut off by its own 30 ms
+/// deadline: the request stays queued on the frozen server, unanswered, so
+/// the store probes the connection (a caller that merely stops waiting
+/// leaves its batch waiting for the reply, and nothing to probe).
 async fn cut_off_in_a_freeze(server: &mut RedisServer, store: &RedisStore, c: &[Counter]) {
     use tollgate_core::CounterStore as _;
     server.freeze();
+    let short = Deadline::after(Duration::from_millis(30));
     let cut = tokio::time::timeout(
-        Duration::from_millis(30),
-        store.count(c, CheckId::new(), deadline()),
+        Duration::from_secs(5),
+        store.count(c, CheckId::new(), short),
     )
-    .await;
-    assert!(cut.is_err(), "the call was not cut off");
+    .await
+    .expect("a call outlived its deadline by seconds");
+    assert_eq!(cut.map_err(|e| e.kind()), Err("timeout"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_cut_off_by_its_caller_keeps_a_connection_that_answers() {
+async fn a_call_cut_off_by_its_deadline_keeps_a_connection_that_answers() {
     let mut server = RedisServer::start();
     let store = RedisStore::open(&server.url()).unwrap();
     let c = [support::counter("cut", 1, 10)];
@@ -250,7 +254,8 @@ async fn a_call_cut_off_by_its_caller_keeps_a_connection_that_answers() {
     store.count(&c, CheckId::new(), deadline()).await.unwrap();
     assert_eq!(store.connections_made(), 1);
 
-    // A short stall: the caller gives up, the server answers 100 ms later.
+    // A short stall: the call gives up, the server answers its probe 100 ms
+    // later.
     cut_off_in_a_freeze(&mut server, &store, &c).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.thaw();
