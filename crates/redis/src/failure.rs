@@ -101,6 +101,24 @@ mod tests {
         assert!(!is_noscript("ERR NOSCRIPT"));
     }
 
+    /// Only Cluster's `TRYAGAIN` refusal (a call refused unapplied) lets a
+    /// call be sent again without its record: any other failure, which may
+    /// have been applied, is not resent (it would count twice).
+    #[cfg(feature = "tcp")]
+    #[test]
+    fn only_a_try_again_refusal_is_taken_for_one() {
+        let try_again = "TRYAGAIN Multiple keys request during rehashing of slot";
+        assert!(is_try_again(&from_server(try_again)));
+        for err in [
+            from_server("BUSY Redis is busy running a script"),
+            from_server("LOADING Redis is loading the dataset in memory"),
+            StoreError::Connection(try_again.into()),
+            StoreError::Timeout(std::time::Duration::from_millis(5)),
+        ] {
+            assert!(!is_try_again(&err), "{err:?}");
+        }
+    }
+
     #[test]
     fn an_error_text_is_kept_up_to_200_characters() {
         let source = |err: &StoreError| {
