@@ -391,3 +391,54 @@ impl CounterStore for RedisClusterStore {
 
 // One `EVALSHA` of `CLAIM`, `FINISH` or `RELEASE` on the key's slot.
 ops::mark_store!(RedisClusterStore, cluster, |key| slot_of(key));
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tollgate_core::Prior;
+
+    use super::*;
+
+    fn counter(key: &str, prior: bool, lease: bool) -> Counter {
+        Counter {
+            key: key.into(),
+            ttl: Duration::from_secs(60),
+            cost: 1,
+            max: 2,
+            floor: 0,
+            prior: prior.then(|| Prior {
+                key: format!("{key}:previous"),
+                part: 1,
+                whole: 2,
+            }),
+            lease,
+        }
+    }
+
+    /// A reply holds every counter's count, then every prior's count, then
+    /// every set of leases' two numbers, in counter order: each group finds
+    /// its own members' at their places, whichever slot it is in.
+    #[test]
+    fn each_group_finds_its_priors_and_leases_where_the_reply_puts_them() {
+        let counters = [
+            counter("{a}count", true, false),
+            counter("{a}lease", false, true),
+            counter("{b}lease", true, true),
+            counter("{a}other", false, true),
+        ];
+        let groups = Cluster::groups(&counters);
+        let places = |tag: &str| {
+            let slot = redis::cluster_routing::Slot::for_key(&format!("{{{tag}}}"));
+            let group = groups.iter().find(|g| g.slot == slot).unwrap();
+            (
+                group.members.clone(),
+                group.priors.clone(),
+                group.leases.clone(),
+            )
+        };
+        assert_eq!(places("a"), (vec![0, 1, 3], vec![4], vec![6, 7, 10, 11]));
+        assert_eq!(places("b"), (vec![2], vec![5], vec![8, 9]));
+        assert_eq!(groups.len(), 2);
+    }
+}
