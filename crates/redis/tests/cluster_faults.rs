@@ -684,3 +684,47 @@ async fn a_short_policy_bounds_what_the_cluster_client_waits_for() {
     let limits = [tagged("short", 10, "a")];
     assert_a_short_check_gives_up_in_time(store, &limits, &frozen, "redis-cluster").await;
 }
+
+/// A call that failed otherwise than by Cluster's `TRYAGAIN` (here the
+/// server refused its key, `NOPERM`) is not sent again without its record:
+/// such a failure may have been applied, and a resend would count it twice.
+/// The node's ACL log counts each refusal of the key: one per call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_failed_otherwise_than_by_tryagain_is_sent_once() {
+    let cluster = shared_cluster().await;
+    let user = format!("once{}", std::process::id());
+    for port in cluster.ports() {
+        let acl = [
+            "ACL",
+            "SETUSER",
+            &user,
+            "on",
+            ">pw",
+            "~{allowed}*",
+            "&*",
+            "+@all",
+        ];
+        cluster.cli(port, &acl).unwrap();
+    }
+    let with_user = format!("redis-cluster://{user}:pw@");
+    let url = cluster.url().replacen("redis-cluster://", &with_user, 1);
+    let store = RedisClusterStore::open(&url).unwrap();
+    let key = format!("{{denied}}{}", CheckId::new());
+    let primary = cluster.primary_of(slot(&mut raw(cluster).await, &key).await);
+    let c = [minute_counter(&key, 1)];
+    let counted = store.count(&c, CheckId::new(), deadline()).await;
+    let reserved = store.reserve(&c, CheckId::new(), deadline()).await;
+    let refunded = store.refund(&c, CheckId::new(), deadline()).await;
+    for failed in [counted.err(), reserved.err(), refunded.err()] {
+        assert_eq!(failed.map(|e| e.kind()), Some("backend"));
+    }
+    // `ACL LOG`: each entry's fields, one per line, an entry's first `count`.
+    let log = cluster.cli(primary, &["ACL", "LOG"]).unwrap();
+    let lines: Vec<&str> = log.lines().map(str::trim).collect();
+    let refusals: u64 = lines
+        .split(|line| *line == "count")
+        .filter(|entry| entry.contains(&key.as_str()))
+        .filter_map(|entry| entry.first()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(refusals, 3, "{log}");
+}
