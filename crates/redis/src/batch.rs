@@ -242,7 +242,7 @@ fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -308,15 +308,21 @@ mod tests {
         sent.lock().unwrap()
     }
 
-    /// A batcher on a closed gate, with two script calls (`a`, `b`) held in
-    /// flight: the calls made now wait for one of them to end.
-    async fn two_in_flight() -> (Arc<Gate>, Arc<Batcher<Gate>>, [Pending; 2]) {
+    /// A batcher on a gate that lets nothing through yet.
+    fn closed() -> (Arc<Gate>, Arc<Batcher<Gate>>) {
         let gate = Arc::new(Gate {
             open: Semaphore::new(0),
             sent: Mutex::default(),
             waiting: AtomicUsize::new(0),
         });
         let batcher = Arc::new(Batcher::new(Arc::clone(&gate)));
+        (gate, batcher)
+    }
+
+    /// A batcher on a closed gate, with two script calls (`a`, `b`) held in
+    /// flight: the calls made now wait for one of them to end.
+    async fn two_in_flight() -> (Arc<Gate>, Arc<Batcher<Gate>>, [Pending; 2]) {
+        let (gate, batcher) = closed();
         let deadline = Deadline::after(Duration::from_secs(10));
         let first = [
             count(&batcher, "a", deadline),
@@ -434,12 +440,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_batch_awaits_its_reply_two_skew_margins_past_its_deadline() {
         for (late, answered) in [(3, true), (5, false)] {
-            let gate = Arc::new(Gate {
-                open: Semaphore::new(0),
-                sent: Mutex::default(),
-                waiting: AtomicUsize::new(0),
-            });
-            let batcher = Arc::new(Batcher::new(Arc::clone(&gate)));
+            let (gate, batcher) = closed();
             let deadline = Deadline::after(Duration::from_millis(100));
             let call = count(&batcher, "a", deadline);
             until_waiting(&gate, 1).await;

@@ -31,18 +31,6 @@ pub(crate) struct Size {
     pub(crate) text: usize,
 }
 
-impl std::ops::Add for Size {
-    type Output = Size;
-
-    fn add(self, other: Size) -> Size {
-        Size {
-            keys: self.keys + other.keys,
-            args: self.args + other.args,
-            text: self.text + other.text,
-        }
-    }
-}
-
 /// What a call of [`CHECK`](crate::scripts::CHECK), the script of every
 /// counter operation, does: its op, and the arguments each counter takes,
 /// each followed by `@floor` for a counter with a floor (none for a floor

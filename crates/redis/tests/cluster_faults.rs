@@ -719,7 +719,7 @@ async fn a_call_that_failed_otherwise_than_by_tryagain_is_sent_once() {
         assert_eq!(failed.map(|e| e.kind()), Some("backend"));
     }
     // `ACL LOG`: each entry's fields, one per line, an entry's first `count`.
-    let log = cluster.cli(primary, &["ACL", "LOG"]).unwrap();
+    let log = cluster.cli(primary, &["ACL", "LOG", "128"]).unwrap();
     let lines: Vec<&str> = log.lines().map(str::trim).collect();
     let refusals: u64 = lines
         .split(|line| *line == "count")

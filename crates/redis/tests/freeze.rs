@@ -228,14 +228,14 @@ async fn a_webhook_claim_that_failed_during_a_freeze_is_not_written() {
     first.unwrap().complete().await.unwrap();
 }
 
-/// Freezes `server` and has a call on `store` cut off by its own 30 ms
+/// Freezes `server` and has a call on `store` cut off by its own 200 ms
 /// deadline: the request stays queued on the frozen server, unanswered, so
 /// the store probes the connection (a caller that merely stops waiting
 /// leaves its batch waiting for the reply, and nothing to probe).
 async fn cut_off_in_a_freeze(server: &mut RedisServer, store: &RedisStore, c: &[Counter]) {
     use tollgate_core::CounterStore as _;
     server.freeze();
-    let short = Deadline::after(Duration::from_millis(30));
+    let short = Deadline::after(Duration::from_millis(200));
     let cut = tokio::time::timeout(
         Duration::from_secs(5),
         store.count(c, CheckId::new(), short),
@@ -243,6 +243,24 @@ async fn cut_off_in_a_freeze(server: &mut RedisServer, store: &RedisStore, c: &[
     .await
     .expect("a call outlived its deadline by seconds");
     assert_eq!(cut.map_err(|e| e.kind()), Err("timeout"));
+}
+
+/// The `PING`s the server has received, answered or refused (`INFO
+/// commandstats`): a probe is one.
+async fn pings(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    let Some(line) = stats.lines().find_map(|l| l.strip_prefix("cmdstat_ping:")) else {
+        return 0;
+    };
+    line.split(',')
+        .filter_map(|field| field.split_once('='))
+        .filter(|(name, _)| *name == "calls" || *name == "rejected_calls")
+        .map(|(_, n)| n.trim().parse::<u64>().unwrap())
+        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,6 +271,8 @@ async fn a_call_cut_off_by_its_deadline_keeps_a_connection_that_answers() {
     use tollgate_core::CounterStore as _;
     store.count(&c, CheckId::new(), deadline()).await.unwrap();
     assert_eq!(store.connections_made(), 1);
+    let mut admin = admin(&server.url()).await;
+    let before = pings(&mut admin).await;
 
     // A short stall: the call gives up, the server answers its probe 100 ms
     // later.
@@ -261,6 +281,7 @@ async fn a_call_cut_off_by_its_deadline_keeps_a_connection_that_answers() {
     server.thaw();
     // Longer than any stale limit, with nothing sent meanwhile.
     tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(pings(&mut admin).await > before, "no probe was sent");
     store.count(&c, CheckId::new(), deadline()).await.unwrap();
     assert_eq!(
         store.connections_made(),
@@ -284,11 +305,13 @@ async fn a_probe_answered_with_an_error_reply_keeps_the_connection() {
     let c = [support::counter("noping", 1, 10)];
     use tollgate_core::CounterStore as _;
     store.count(&c, CheckId::new(), deadline()).await.unwrap();
+    let before = pings(&mut admin).await;
 
     cut_off_in_a_freeze(&mut server, &store, &c).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.thaw();
     tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(pings(&mut admin).await > before, "no probe was sent");
     store.count(&c, CheckId::new(), deadline()).await.unwrap();
     assert_eq!(
         store.connections_made(),

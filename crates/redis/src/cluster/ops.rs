@@ -394,6 +394,8 @@ ops::mark_store!(RedisClusterStore, cluster, |key| slot_of(key));
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use std::time::Duration;
 
     use tollgate_core::Prior;
@@ -429,7 +431,7 @@ mod tests {
         ];
         let groups = Cluster::groups(&counters);
         let places = |tag: &str| {
-            let slot = redis::cluster_routing::Slot::for_key(&format!("{{{tag}}}"));
+            let slot = redis::cluster_routing::Slot::for_key(format!("{{{tag}}}"));
             let group = groups.iter().find(|g| g.slot == slot).unwrap();
             (
                 group.members.clone(),
