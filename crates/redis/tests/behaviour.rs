@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
-use support::{admin, counter, deadline, info_field, limit, limits, run, stored};
+use support::{admin, command_calls, counter, deadline, info_field, limit, limits, run, stored};
 use tollgate_core::{
     CheckId, Claim, Clock, Counter, CounterStore, Deliveries, Limiter, ManualClock, MarkStore,
     Prefixed, StoreError,
@@ -18,23 +18,6 @@ use tollgate_core::{
 use tollgate_redis::RedisStore;
 use tollgate_test_support::redis_server::RedisServer;
 use tollgate_test_support::relay::Relay;
-
-/// `INFO commandstats` as command → calls, leaving out the test's own commands.
-async fn command_calls(admin: &mut redis::aio::MultiplexedConnection) -> BTreeMap<String, u64> {
-    let Value::BulkString(info) = run(admin, &["INFO", "commandstats"]).await else {
-        panic!("INFO is not a bulk string");
-    };
-    String::from_utf8(info)
-        .unwrap()
-        .lines()
-        .filter_map(|line| {
-            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = stats.split(',').find_map(|s| s.strip_prefix("calls="))?;
-            Some((name.to_owned(), calls.parse().unwrap()))
-        })
-        .filter(|(name, _)| name != "config|resetstat" && name != "info")
-        .collect()
-}
 
 /// Command counts as `INFO commandstats` shows them: a command never
 /// called is not there.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use support::{BOUND, admin, deadline, limit, run, stored};
+use support::{BOUND, admin, command_calls, deadline, limit, run, stored};
 use tokio::sync::watch;
 use tollgate_core::{
     CheckId, Clock, Counter, Deadline, Deliveries, Error, Limit, Limiter, SystemClock,
@@ -245,22 +245,9 @@ async fn cut_off_in_a_freeze(server: &mut RedisServer, store: &RedisStore, c: &[
     assert_eq!(cut.map_err(|e| e.kind()), Err("timeout"));
 }
 
-/// The `PING`s the server has received, answered or refused (`INFO
-/// commandstats`): a probe is one.
+/// The `PING`s the server has received, answered or refused: a probe is one.
 async fn pings(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(admin)
-        .await
-        .unwrap();
-    let Some(line) = stats.lines().find_map(|l| l.strip_prefix("cmdstat_ping:")) else {
-        return 0;
-    };
-    line.split(',')
-        .filter_map(|field| field.split_once('='))
-        .filter(|(name, _)| *name == "calls" || *name == "rejected_calls")
-        .map(|(_, n)| n.trim().parse::<u64>().unwrap())
-        .sum()
+    command_calls(admin).await.get("ping").copied().unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -121,6 +121,34 @@ pub fn counter(name: &str, cost: u64, max: u64) -> Counter {
     }
 }
 
+/// `INFO commandstats` as command → calls sent (run, or refused before
+/// running: `NOPERM`, a wrong arity), leaving out the test's own commands.
+pub async fn command_calls(
+    admin: &mut redis::aio::MultiplexedConnection,
+) -> std::collections::BTreeMap<String, u64> {
+    let redis::Value::BulkString(info) = run(admin, &["INFO", "commandstats"]).await else {
+        panic!("INFO is not a bulk string");
+    };
+    String::from_utf8(info)
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |name: &str| {
+                let prefix = format!("{name}=");
+                stats
+                    .split(',')
+                    .find_map(|s| s.strip_prefix(prefix.as_str())?.parse::<u64>().ok())
+            };
+            Some((
+                name.to_owned(),
+                field("calls")? + field("rejected_calls").unwrap_or(0),
+            ))
+        })
+        .filter(|(name, _)| name != "config|resetstat" && name != "info")
+        .collect()
+}
+
 /// `INFO <section>` field `name`, as a number.
 pub async fn info_field(
     conn: &mut redis::aio::MultiplexedConnection,
