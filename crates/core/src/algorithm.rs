@@ -176,6 +176,19 @@ fn most_left(len: u64, count: u64, room: u64) -> u64 {
 mod tests {
     use super::*;
 
+    #[test]
+    fn each_algorithm_displays_as_the_name_it_is_parsed_from() {
+        for (algorithm, name) in [
+            (Algorithm::Fixed, "fixed"),
+            (Algorithm::Sliding, "sliding"),
+            (Algorithm::Gcra, "gcra"),
+            (Algorithm::Concurrency, "concurrency"),
+        ] {
+            assert_eq!(algorithm.to_string(), name);
+            assert_eq!(name.parse::<Algorithm>().ok(), Some(algorithm));
+        }
+    }
+
     fn ten() -> Window {
         Window::from_secs(10).unwrap_or_else(|e| panic!("{e}"))
     }

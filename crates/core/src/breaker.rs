@@ -228,6 +228,8 @@ mod tests {
         let breaker = breaker();
         failing(&breaker, 4).await;
         breaker.record(&Ok(()), false);
+        // Past the run's 500 ms: without the success, four more would open it.
+        tokio::time::advance(Duration::from_millis(500)).await;
         for _ in 0..4 {
             breaker.record(&down(), false);
         }

@@ -218,6 +218,18 @@ mod tests {
         }
     }
 
+    #[test]
+    fn attempts_under_another_retry_policy_keep_the_breaker_policy() {
+        let breaker = BreakerPolicy {
+            failures: 1,
+            failing_for: Duration::ZERO,
+            probe_every: Duration::from_secs(7),
+        };
+        let other = Attempts::new("test", RetryPolicy::default(), breaker).with_policy(quick());
+        assert_eq!(other.policy(), quick());
+        assert_eq!(other.breaker().policy(), breaker);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn transient_failures_are_retried_twice_and_others_never() {
         let calls = AtomicU32::new(0);

@@ -100,3 +100,67 @@ fn metrics_count_every_lease_event() {
         assert_eq!(events.get(labels), Some(&n), "{labels}: {events:?}");
     }
 }
+
+/// A lease's handle: clones are the same lease (equal), leases of two
+/// checks are not (on one key), nor are one check's leases of two keys;
+/// it shows its rule and whether it was released; dropping every handle
+/// of a lease releases it in the background.
+#[tokio::test(start_paused = true)]
+async fn a_lease_handle_is_one_lease_and_dropping_it_releases_it() {
+    let limiter = Limiter::builder(MemoryStore::new()).cache(0).build();
+    let rule = Rule::concurrency("two", 2, Window::MINUTE).unwrap();
+    let two = [rule.limit::<&str>(&[]).unwrap()];
+    let other = Rule::concurrency("other", 2, Window::MINUTE).unwrap();
+    let both = [two[0].clone(), other.limit::<&str>(&[]).unwrap()];
+    let first = limiter.reserve(&two).await.unwrap();
+    let second = limiter.reserve(&both).await.unwrap();
+    let (a, b) = (first.leases()[0].clone(), second.leases()[0].clone());
+    assert_eq!(a, first.leases()[0], "a clone is the same lease");
+    assert_ne!(a, b, "two checks' leases on one key");
+    assert_ne!(a.id(), b.id());
+    assert_eq!(second.leases()[1].id(), b.id(), "one check, one id");
+    assert_ne!(b, second.leases()[1], "one check's leases on two keys");
+    let shown = format!("{a:?}");
+    assert!(
+        shown.contains("\"two\"") && shown.contains("released: false"),
+        "{shown}"
+    );
+
+    assert!(!a.is_released());
+    assert!(a.release().await.unwrap());
+    assert!(a.is_released(), "released by this handle");
+    assert!(format!("{a:?}").contains("released: true"));
+    // Every handle of the second check's leases dropped: released in the
+    // background, so both of "two" are free again.
+    drop((b, second));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    for i in 0..2 {
+        let verdict = limiter.reserve(&two).await.unwrap();
+        assert!(
+            verdict.is_allowed(),
+            "lease {i}: a dropped lease is still held"
+        );
+        std::mem::forget(verdict);
+    }
+}
+
+/// A refused lease says to wait until the first lease held ends.
+#[tokio::test]
+async fn a_refused_lease_waits_until_the_first_one_held_ends() {
+    use tollgate_core::ManualClock;
+
+    let clock = ManualClock::new(Duration::from_secs(1_781_524_800));
+    let limiter = Limiter::builder(MemoryStore::with_clock(clock.clone()))
+        .clock(clock.clone())
+        .cache(0)
+        .build();
+    let rule = Rule::concurrency("one", 1, Window::MINUTE).unwrap();
+    let one = [rule.limit::<&str>(&[]).unwrap()];
+    let held = limiter.reserve(&one).await.unwrap();
+    assert!(held.is_allowed());
+    clock.advance(Duration::from_secs(20));
+    let refused = limiter.reserve(&one).await.unwrap();
+    assert!(!refused.is_allowed());
+    assert_eq!(refused.usage()[0].retry_after(), 40);
+    assert!(held.leases()[0].release().await.unwrap());
+}

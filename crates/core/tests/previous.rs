@@ -203,3 +203,40 @@ async fn a_sliding_limit_has_the_store_read_its_previous_window_until_the_count_
         "a fixed window has none"
     );
 }
+
+/// A reset of a sliding limit (an operator action) forgets the previous
+/// window's count the limiter kept, as well as deleting it: the caller
+/// starts afresh, with the whole max.
+#[tokio::test]
+async fn a_reset_forgets_the_kept_previous_count() {
+    // Six seconds into window 1000: window 999's count is final, and kept.
+    let clock = ManualClock::new(Duration::from_millis(1_000 * 60 * 1000 + 6_000));
+    let rule = Rule::new("smooth", 5, Window::MINUTE)
+        .unwrap()
+        .with_algorithm(Algorithm::Sliding);
+    let sliding = [rule.limit::<&str>(&[]).unwrap()];
+    let store = MemoryStore::with_clock(clock.clone());
+    let four = Counter {
+        cost: 4,
+        ..sliding[0].counter(999 * 60)
+    };
+    let at = Deadline::after(Duration::from_secs(1));
+    store.count(&[four], CheckId::new(), at).await.unwrap();
+    let limiter = Limiter::builder(store)
+        .clock(clock.clone())
+        .cache(0)
+        .build();
+    // 4 × 54/60 of the previous window weighs 3: two fit, a third does not.
+    for _ in 0..2 {
+        assert!(limiter.reserve(&sliding).await.unwrap().is_allowed());
+    }
+    assert!(!limiter.reserve(&sliding).await.unwrap().is_allowed());
+    assert!(limiter.reset(&sliding[0]).await.unwrap());
+    for i in 0..5 {
+        assert!(
+            limiter.reserve(&sliding).await.unwrap().is_allowed(),
+            "check {i} after the reset: the previous window still weighs"
+        );
+    }
+    assert!(!limiter.reserve(&sliding).await.unwrap().is_allowed());
+}

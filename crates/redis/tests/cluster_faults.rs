@@ -16,7 +16,9 @@ use support::cluster::{Counting, deadline, key_of, limit_where, pttl, raw, slot,
 use support::frozen::Frozen;
 use support::{BOUND, assert_a_short_check_gives_up_in_time};
 use tokio::sync::Mutex;
-use tollgate_core::{CheckId, Counter, CounterStore, Error, Limit, Limiter, Prefixed, RetryPolicy};
+use tollgate_core::{
+    CheckId, Counter, CounterStore, Error, Limit, Limiter, Prefixed, RetryPolicy, Rule, Window,
+};
 use tollgate_redis::RedisClusterStore;
 use tollgate_test_support::Logs;
 use tollgate_test_support::redis_cluster::RedisCluster;
@@ -89,6 +91,29 @@ fn reserving(
         let limiter = Arc::clone(&limiter);
         let limits = Arc::clone(&limits);
         async move { limiter.reserve(&limits).await.map(|v| v.is_allowed()) }
+    })
+}
+
+/// Counts `limits` (each at a cost of 2) and, when allowed, refunds one
+/// unit of each: a refund across the keys of one slot, sent while that slot
+/// may be moving.
+fn refunding(
+    limiter: &Arc<Limiter>,
+    limits: Vec<Limit>,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<Call>> {
+    let limiter = Arc::clone(limiter);
+    let limits = Arc::new(limits);
+    stream(Arc::clone(stop), Duration::ZERO, move || {
+        let limiter = Arc::clone(&limiter);
+        let limits = Arc::clone(&limits);
+        async move {
+            let verdict = limiter.count(&limits).await?;
+            if verdict.is_allowed() {
+                limiter.refund(&verdict, limits[0].rule().name(), 1).await?;
+            }
+            Ok(verdict.is_allowed())
+        }
     })
 }
 
@@ -263,6 +288,18 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
     let a = tagged("mv-a", 10_000_000, &tag);
     let b = tagged("mv-b", 10_000_000, &tag);
     let c = tagged("mv-c", 10_000_000, &tag);
+    // Two counters of one rule in the moving slot: a refund of that rule
+    // is one call on both keys, which a half-moved slot answers `TRYAGAIN`.
+    let given_back: Vec<Limit> = ["1", "2"]
+        .iter()
+        .map(|part| {
+            let limit = Rule::new("mv-d", 10_000_000, Window::DAY)
+                .and_then(|r| r.with_key(&["id"]))
+                .and_then(|r| r.limit(&[format!("{{{tag}}}{part}")]))
+                .and_then(|l| l.with_cost(2));
+            limit.unwrap()
+        })
+        .collect();
     let moving = slot(&mut raw, &key_of(&a)).await;
     // Keys for the move to carry, one at a time, while the checks run.
     for i in 0..200 {
@@ -300,6 +337,7 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
         reserving(&limiter, vec![b.clone(), c.clone()], &stop, Duration::ZERO),
         reserving(&limiter, vec![b.clone(), c.clone()], &stop, Duration::ZERO),
     ];
+    let refunds = vec![refunding(&limiter, given_back.clone(), &stop)];
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     let moved = tokio::task::spawn_blocking({
@@ -316,6 +354,7 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
     stop.store(true, Ordering::Relaxed);
     let counts = joined(counts).await;
     let reservations = joined(reservations).await;
+    let refunds = joined(refunds).await;
 
     let (busy, timeout, connection, other) = failures.get();
     let during = |calls: &[Call]| {
@@ -328,12 +367,14 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
         "moved slot {moving} ({moved} keys) from port {from} to port {to} in {took:?}; \
          {} counts and {} reservations ran during the move; attempts failed and retried \
          within the deadline: {busy} busy, {timeout} timeout, {connection} connection, {other} other \
-         ({:?}); {} counts and {} reservations allowed",
+         ({:?}); {} counts and {} reservations allowed; {} counts refunded ({} during the move)",
         during(&counts),
         during(&reservations),
         failures.causes.lock().unwrap(),
         tally(&counts, Outcome::Allowed),
         tally(&reservations, Outcome::Allowed),
+        tally(&refunds, Outcome::Allowed),
+        during(&refunds),
     );
     assert_eq!(cluster.primary_of(moving), to);
     assert_eq!(
@@ -342,11 +383,12 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
         "a store with the old slot map follows the MOVED in one call"
     );
     assert!(
-        during(&counts) > 0 && during(&reservations) > 0,
+        during(&counts) > 0 && during(&reservations) > 0 && during(&refunds) > 0,
         "no load during the move"
     );
-    let surfaced =
-        tally(&counts, Outcome::Unavailable) + tally(&reservations, Outcome::Unavailable);
+    let surfaced = tally(&counts, Outcome::Unavailable)
+        + tally(&reservations, Outcome::Unavailable)
+        + tally(&refunds, Outcome::Unavailable);
     assert_eq!(surfaced, 0, "errors surfaced to callers");
     assert_eq!(other, 0, "attempts failed with non-transient errors");
     let counted = tally(&counts, Outcome::Allowed) as u64;
@@ -362,6 +404,11 @@ async fn moving_a_slot_under_load_surfaces_no_error_and_keeps_counts_exact() {
         reserved,
         "reservations"
     );
+    // Each allowed call counted 2 and gave 1 back, once.
+    let refunded = tally(&refunds, Outcome::Allowed) as u64;
+    for limit in &given_back {
+        assert_eq!(stored(&mut raw, &key_of(limit)).await, refunded, "refunds");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
