@@ -168,3 +168,46 @@ async fn reservations_racing_counts_never_go_past_max() {
         }
     }
 }
+
+/// A count that Postgres picks as a deadlock's victim (here: another
+/// transaction holds the count's second counter and then waits for its
+/// first) rolled back whole, so the store runs it again once the other
+/// transaction is done: the caller gets its counts, applied once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_picked_as_a_deadlocks_victim_is_run_again() {
+    let url = support::server().url();
+    let schema = support::unique_schema();
+    let store = support::open(&url, &schema).await;
+    let unique = tollgate_test_support::unique();
+    let keys = [
+        format!("limit:dl:{unique}:a"),
+        format!("limit:dl:{unique}:b"),
+    ];
+    let batch = counters(&keys, 100, 1);
+    store
+        .count(&batch, CheckId::new(), deadline())
+        .await
+        .unwrap();
+
+    let mut client = support::client(&url).await;
+    let other = client.transaction().await.unwrap();
+    let lock = format!("UPDATE \"{schema}\".counters SET value = value WHERE key = $1");
+    other.execute(&lock, &[&keys[1].as_bytes()]).await.unwrap();
+    // The count locks a, then waits for b.
+    let count = tokio::spawn({
+        let (store, batch) = (store.clone(), batch.clone());
+        async move { store.count(&batch, CheckId::new(), deadline()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Waiting for a closes the cycle; the count, waiting longer, finds it
+    // after deadlock_timeout (1 s) and is rolled back.
+    other.execute(&lock, &[&keys[0].as_bytes()]).await.unwrap();
+    other.commit().await.unwrap();
+    let counted = count.await.unwrap();
+    assert_eq!(counted.map_err(|e| e.to_string()), Ok(vec![2, 2]));
+    assert_eq!(
+        store.get(&keys, deadline()).await.unwrap(),
+        [2, 2],
+        "applied once"
+    );
+}
