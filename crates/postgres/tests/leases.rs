@@ -186,20 +186,48 @@ async fn expired_leases_are_reclaimed_and_an_empty_set_goes() {
     assert_eq!(rows(&client, &schema, &set).await, 0);
 }
 
+/// A lease counter with a cost other than 1, a floor or a prior (each
+/// alone) is refused, by a count and by a reservation, before anything is
+/// written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_lease_counter_is_refused_before_anything_is_written() {
     let url = support::server().url();
     let store = support::open(&url, &support::unique_schema()).await;
     let set = key("malformed");
-    let bad = Counter {
-        cost: 2,
-        ..lease(&set, 5, Duration::from_secs(1))
-    };
-    match store.reserve(&[bad], CheckId::new(), deadline()).await {
-        Err(StoreError::Backend(message)) => {
-            assert!(message.to_string().contains("malformed"), "{message}")
+    let good = lease(&set, 5, Duration::from_secs(1));
+    let prior = rate(&set, 5, Some(&key("malformed-prior"))).prior;
+    let malformed = [
+        (
+            "a cost of 2",
+            Counter {
+                cost: 2,
+                ..good.clone()
+            },
+        ),
+        (
+            "a floor",
+            Counter {
+                floor: 1,
+                ..good.clone()
+            },
+        ),
+        ("a prior", Counter { prior, ..good }),
+    ];
+    for (what, bad) in malformed {
+        let batch = std::slice::from_ref(&bad);
+        let counted = store.count(batch, CheckId::new(), deadline()).await;
+        let reserved = store
+            .reserve(batch, CheckId::new(), deadline())
+            .await
+            .map(|_| ());
+        for result in [counted.map(|_| ()), reserved] {
+            match result {
+                Err(StoreError::Backend(message)) => {
+                    assert!(message.to_string().contains("malformed"), "{message}")
+                }
+                other => panic!("a lease with {what} was taken: {other:?}"),
+            }
         }
-        other => panic!("a lease of cost 2 was taken: {other:?}"),
     }
     assert_eq!(store.leases(&set, deadline()).await.unwrap().held, 0);
 }
