@@ -555,6 +555,12 @@ mod tests {
         for bad in ["allow", "Require", "verify_full", "", "on"] {
             assert!(Mode::parse(bad).is_err(), "{bad:?}");
         }
+        // libpq's `allow` is a mode this store does not have: said so.
+        let allow = Mode::parse("allow").unwrap_err();
+        assert!(
+            allow.contains("sslmode=allow") && allow.contains("not supported"),
+            "{allow}"
+        );
     }
 
     #[test]
