@@ -281,10 +281,26 @@ mod tests {
             format!("{target:?}"),
             "postgres://app@db:5432/limits?sslmode=require"
         );
-        // A `?` in a password written raw: the parameters start after the `@`.
-        let target = Target::parse("postgres://app:pw?x@db/limits?sslmode=disable").unwrap();
-        assert_eq!(target.config.get_password(), Some(&b"pw?x"[..]));
-        assert_eq!(target.mode, Mode::Disable);
+        // A `?` in a password written raw, last too: the parameters start
+        // after the `@`.
+        for password in ["pw?x", "pw?"] {
+            let url = format!("postgres://app:{password}@db/limits?sslmode=disable");
+            let target = Target::parse(&url).unwrap();
+            assert_eq!(target.config.get_password(), Some(password.as_bytes()));
+            assert_eq!(target.mode, Mode::Disable, "{url}");
+        }
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_named_by_its_decoded_parameter() {
+        for query in ["sslmode=%ff", "ssl%6Dode=%ff"] {
+            match Target::parse(&format!("postgres://app@db/limits?{query}")) {
+                Err(Error::InvalidUrl(e)) => {
+                    assert_eq!(e, "the value of sslmode is not UTF-8", "{query}")
+                }
+                other => panic!("{query}: {other:?}"),
+            }
+        }
     }
 
     #[test]
