@@ -313,3 +313,20 @@ fn password() -> Result<String, RedisError> {
     })?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_users_password_is_128_random_bits_in_hex() {
+        let (one, two) = (password().unwrap(), password().unwrap());
+        for p in [&one, &two] {
+            assert_eq!(p.len(), 32, "{p}");
+            assert!(p.bytes().all(|b| b.is_ascii_hexdigit()), "{p}");
+        }
+        assert_ne!(one, two, "the same password twice");
+    }
+}

@@ -216,6 +216,47 @@ mod tests {
         );
     }
 
+    /// Over RESP3 (`?protocol=resp3`) Redis answers in shapes RESP2 lacks:
+    /// each is written as the RESP2 reply of the same command is.
+    #[test]
+    fn resp3_replies_map_as_their_resp2_forms() {
+        let map = Value::Map(vec![
+            (Value::BulkString(b"a".to_vec()), Value::Int(1)),
+            (Value::BulkString(b"b".to_vec()), Value::Nil),
+        ]);
+        assert_eq!(result(map, Encoding::Plain), json!(["a", 1, "b", null]));
+        let one = Value::Map(vec![(Value::SimpleString("k".into()), Value::Int(2))]);
+        assert_eq!(result(one, Encoding::Plain), json!(["k", 2]));
+        assert_eq!(result(Value::Map(vec![]), Encoding::Plain), json!([]));
+        let push = Value::Push {
+            kind: redis::PushKind::Message,
+            data: vec![Value::BulkString(b"m".to_vec()), Value::Int(3)],
+        };
+        assert_eq!(result(push, Encoding::Plain), json!(["m", 3]));
+        let attribute = Value::Attribute {
+            data: Box::new(Value::Int(4)),
+            attributes: vec![(Value::SimpleString("ttl".into()), Value::Int(9))],
+        };
+        assert_eq!(result(attribute, Encoding::Plain), json!(4));
+        assert_eq!(result(Value::Double(1.5), Encoding::Plain), json!(1.5));
+        assert_eq!(
+            result(Value::Double(f64::INFINITY), Encoding::Plain),
+            json!("inf")
+        );
+        assert_eq!(result(Value::Boolean(true), Encoding::Plain), json!(1));
+        assert_eq!(result(Value::Boolean(false), Encoding::Plain), json!(0));
+        let verbatim = Value::VerbatimString {
+            format: redis::VerbatimFormat::Text,
+            text: "hi".into(),
+        };
+        assert_eq!(result(verbatim, Encoding::Base64), json!("aGk="));
+        let big = Value::BigNumber(b"123456789012345678901234567890".to_vec());
+        assert_eq!(
+            result(big, Encoding::Plain),
+            json!("123456789012345678901234567890")
+        );
+    }
+
     #[test]
     fn integers_are_written_in_full() {
         for n in [0, 7, -7, 10, 1_781_524_830_020, i64::MAX, i64::MIN] {

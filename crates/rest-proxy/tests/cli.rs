@@ -267,6 +267,13 @@ async fn it_prints_its_real_address_serves_and_never_logs_the_token() {
             && logs.contains("as Redis user \"tollgate-proxy\""),
         "the start-up does not say what a token holder can do:\n{logs}"
     );
+    // A restricted user on loopback: said as information, no warning.
+    let said = logs
+        .lines()
+        .find(|line| line.contains("a token holder can run"))
+        .unwrap_or_default();
+    assert!(said.contains("INFO") && !said.contains("WARN"), "{said}");
+    assert!(!logs.contains("beyond loopback"), "{logs}");
     assert!(
         logs.contains("redis call failed"),
         "the failure is not logged:\n{logs}"

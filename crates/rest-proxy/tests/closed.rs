@@ -288,6 +288,25 @@ async fn half_sent_heads_are_closed_after_the_header_timeout() {
     assert_eq!(closed, 20, "connections closed of 20 half-sent heads");
 }
 
+/// A body that breaks off malformed (a chunk size that is not hex) is a
+/// 400 that says it could not be read: not a 413, whatever its size.
+#[tokio::test]
+async fn a_malformed_body_is_400() {
+    let proxy = Proxy::start().await;
+    let address = proxy.base.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&address).await.unwrap();
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Transfer-Encoding: chunked\r\n\r\n5\r\n[\"get\r\nzz\r\n",
+        proxy.token
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let (answer, _) = read_to_close(&mut stream).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("could not be read"), "{answer}");
+}
+
 #[tokio::test]
 async fn a_slow_body_is_408_and_the_connection_closes() {
     let proxy = Proxy::start_with(|o| o.body_timeout(Duration::from_millis(300))).await;
@@ -333,6 +352,69 @@ async fn a_runaway_script_is_killed_once_redis_lets_it_be() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("Redis still busy 10 s after the script outran the timeout: {last}");
+}
+
+/// A call that timed out for a script another client runs (not one sent
+/// through the proxy) leaves that script alone: the proxy kills only
+/// scripts it sent.
+#[tokio::test]
+async fn a_call_timed_out_by_another_clients_script_does_not_kill_it() {
+    let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(300))).await;
+    proxy
+        .admin(&["CONFIG", "SET", "busy-reply-threshold", "200"])
+        .await;
+    // Busy for 1.5 s by the server's clock, then done.
+    let script = "local s = redis.call('TIME') \
+        while true do \
+            local t = redis.call('TIME') \
+            if (t[1] - s[1]) * 1000000 + t[2] - s[2] > 1500000 then return 'done' end \
+        end";
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    let mut own = redis::Client::open(proxy.server.url())
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap();
+    let other = tokio::spawn(async move {
+        redis::cmd("EVAL")
+            .arg(script)
+            .arg(0)
+            .query_async::<String>(&mut own)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, body) = proxy.post("/", json!(["INCR", unique()])).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    let finished = other.await.unwrap().map_err(|e| e.to_string());
+    assert_eq!(finished, Ok("done".to_owned()), "the other client's script");
+}
+
+/// A script that outran the timeout but ended before Redis read the
+/// proxy's `SCRIPT KILL` is answered `NOTBUSY`: the proxy stops there,
+/// after one attempt (not one every 100 ms for 15 s).
+#[tokio::test]
+async fn a_script_that_ended_before_its_kill_is_killed_once() {
+    let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(300))).await;
+    // 500 ms by the server's clock: past the timeout, short of Redis's
+    // busy-reply threshold (5 s), so the kill waits for the script's end.
+    let script = "local s = redis.call('TIME') \
+        while true do \
+            local t = redis.call('TIME') \
+            if (t[1] - s[1]) * 1000000 + t[2] - s[2] > 500000 then return 'done' end \
+        end";
+    let (status, body) = proxy.post("/", json!(["EVAL", script, "0"])).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let redis::Value::BulkString(stats) = proxy.admin(&["INFO", "commandstats"]).await else {
+        panic!("INFO is not a string");
+    };
+    let stats = String::from_utf8_lossy(&stats).into_owned();
+    let kills = stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_script|kill:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert_eq!(kills, Some(1), "{stats}");
 }
 
 /// One command through `app`, without a socket.
@@ -417,6 +499,63 @@ async fn a_user_allowed_one_command_more_than_the_list_is_refused() {
             "{extra}: {refused:?}"
         );
         setuser(&server, &format!("ACL SETUSER one-more -{}", &extra[1..])).await;
+    }
+}
+
+/// A user checked when the proxy connected is checked again after the
+/// connection is lost (Redis may be back with other ACLs): widened
+/// meanwhile, it serves nothing more.
+#[tokio::test]
+async fn a_user_widened_while_connected_is_refused_once_it_reconnects() {
+    let server = RedisServer::start();
+    let line = tollgate_rest_proxy::acl_setuser_line(&server.url(), "widened")
+        .await
+        .expect("the ACL line");
+    setuser(&server, &format!("{line} >pw")).await;
+    let url = format!("redis://widened:pw@127.0.0.1:{}", server.port());
+    let proxy = Server::new(Options::new(url, "t")).expect("a proxy");
+    let (status, _) = call(proxy.router(), json!(["INCR", unique()])).await;
+    assert_eq!(status, StatusCode::OK);
+    setuser(&server, "ACL SETUSER widened +flushall").await;
+    let () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("USER")
+        .arg("widened")
+        .query_async(&mut admin(&server).await)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+    for i in 0..3 {
+        let (status, body) = call(proxy.router(), json!(["INCR", unique()])).await;
+        assert_ne!(status, StatusCode::OK, "call {i} after the kill: {body}");
+    }
+}
+
+/// Creating the proxy's user as an administrator who may not: the refusal
+/// of `COMMAND INFO` or of `ACL SETUSER` is the error, by name.
+#[tokio::test]
+async fn an_administrator_who_may_not_create_the_user_is_told_which_command_failed() {
+    let server = RedisServer::start();
+    for (denied, failed) in [
+        ("-command", "COMMAND INFO failed"),
+        ("-acl", "ACL SETUSER px failed"),
+    ] {
+        let admin_name = format!("admin{denied}");
+        setuser(
+            &server,
+            &format!("ACL SETUSER {admin_name} on >pw ~* +@all {denied}"),
+        )
+        .await;
+        let url = format!("redis://{admin_name}:pw@127.0.0.1:{}", server.port());
+        let refused = Server::new(Options::new(url, "t").create_user("px"))
+            .expect("a proxy")
+            .connect()
+            .await;
+        let said = format!("{refused:?}");
+        assert!(
+            refused.is_err() && said.contains(failed) && said.contains("NOPERM"),
+            "{denied}: {said}"
+        );
     }
 }
 

@@ -457,6 +457,26 @@ async fn the_path_form_runs_segments_as_a_command() {
     )
     .await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{body}");
+    // Only a POST runs a body's command, pipeline or transaction.
+    for path in ["/", "/pipeline", "/multi-exec"] {
+        let command = json!(["set", key, "not by a PUT"]);
+        let body = if path == "/" {
+            command
+        } else {
+            json!([command])
+        };
+        let request = proxy
+            .http
+            .put(proxy.url(path))
+            .bearer_auth(&proxy.token)
+            .json(&body);
+        let (status, body) = send(request).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "PUT {path}: {body}");
+    }
+    assert_eq!(
+        proxy.ok(json!(["get", key])).await,
+        json!("the body [is] the value")
+    );
 }
 
 // --- limits and failures ---
@@ -482,6 +502,56 @@ async fn a_body_over_max_body_is_413() {
         proxy.ok(json!(["set", unique(), "x".repeat(200)])).await,
         json!("OK")
     );
+}
+
+/// The default bound is 1 MiB: a body just under it is served, one just
+/// over it is 413.
+#[tokio::test]
+async fn the_default_max_body_is_one_mebibyte() {
+    let proxy = Proxy::start().await;
+    // `["set","<key>","<value>"]`: the value fills the rest.
+    let key = unique();
+    let body = |len: usize| {
+        let value = "x".repeat(len - key.len() - 13);
+        json!(["set", key, value])
+    };
+    assert_eq!(body(1024).to_string().len(), 1024);
+    let (status, reply) = proxy.post("/", body(1024 * 1024)).await;
+    assert_eq!((status, reply), (StatusCode::OK, json!({"result": "OK"})));
+    let (status, _) = proxy.post("/", body(1024 * 1024 + 1)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+/// Connections the server has accepted so far.
+async fn accepted(proxy: &Proxy) -> u64 {
+    let redis::Value::BulkString(info) = proxy.admin(&["INFO", "stats"]).await else {
+        panic!("INFO is not a string");
+    };
+    let info = String::from_utf8_lossy(&info).into_owned();
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no total_connections_received in {info}"))
+}
+
+/// Calls one after the other share one connection, and transactions
+/// reuse the connection an earlier one gave back: a burst of each opens
+/// no connection per call.
+#[tokio::test]
+async fn calls_and_transactions_reuse_their_connections() {
+    let proxy = Proxy::start().await;
+    let key = unique();
+    proxy.ok(json!(["incr", key])).await;
+    let (status, _) = proxy.post("/multi-exec", json!([["incr", key]])).await;
+    assert_eq!(status, StatusCode::OK);
+    let before = accepted(&proxy).await;
+    for _ in 0..20 {
+        proxy.ok(json!(["incr", key])).await;
+        let (status, _) = proxy.post("/multi-exec", json!([["incr", key]])).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // One more: the administrator's own, to read INFO.
+    assert_eq!(accepted(&proxy).await - before, 1, "connections opened");
 }
 
 /// Polls until the proxy answers PING again, for at most 10 s.
