@@ -134,6 +134,21 @@ mod tests {
     }
 
     #[test]
+    fn at_most_max_scripts_are_remembered() {
+        let scripts = Scripts::default();
+        let text = |i: usize| format!("#!lua flags=allow-key-locking\nreturn {i}");
+        for i in 0..=MAX_SCRIPTS {
+            assert!(scripts.learn(text(i).as_bytes()).is_some());
+        }
+        let sha = |i: usize| sha1_hex(text(i).as_bytes());
+        assert!(scripts.lookup(sha(MAX_SCRIPTS - 1).as_bytes()).is_some());
+        assert!(
+            scripts.lookup(sha(MAX_SCRIPTS).as_bytes()).is_none(),
+            "one past the bound was kept"
+        );
+    }
+
+    #[test]
     fn drops_the_shebang_text_when_the_flag_was_the_only_one() {
         assert_eq!(
             stripped("#!lua flags=allow-key-locking\nreturn 1").as_deref(),

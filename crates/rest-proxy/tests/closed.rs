@@ -589,6 +589,12 @@ async fn a_refused_multi_runs_none_of_the_transaction() {
     use tower::ServiceExt as _;
     let response = app.clone().oneshot(request).await.unwrap();
     assert_eq!(response.status().as_u16(), 400);
+    // The refusal is Redis's own, named.
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let refusal: Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(error_of(&refusal).starts_with("NOPERM"), "{refusal}");
     let (status, body) = call(app, json!(["GET", key])).await;
     assert_eq!((status, body), (StatusCode::OK, json!({"result": null})));
 }

@@ -681,6 +681,38 @@ async fn eval_runs_an_allow_key_locking_script_without_the_flag() {
     );
 }
 
+/// A rewritten script that fails (not for NOSCRIPT) by its original sha
+/// is answered its failure: it ran once, and is not sent again as EVAL.
+/// A script call that did not time out kills no script.
+#[tokio::test]
+async fn a_failing_rewritten_script_runs_once() {
+    let proxy = Proxy::start().await;
+    let key = unique();
+    let failing = "#!lua flags=allow-key-locking\n\
+        redis.call('INCR', KEYS[1]) return redis.error_reply('ERR boom')";
+    for (command, runs) in [("eval", failing.to_owned()), ("evalsha", sha1(failing))] {
+        let (status, body) = proxy.post("/", json!([command, runs, 1, key])).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{command}: {body}");
+        assert_eq!(error_of(&body), "ERR boom", "{command}");
+    }
+    assert_eq!(proxy.ok(json!(["get", key])).await, json!("2"), "runs");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let redis::Value::BulkString(stats) = proxy.admin(&["INFO", "commandstats"]).await else {
+        panic!("INFO is not a string");
+    };
+    let stats = String::from_utf8_lossy(&stats).into_owned();
+    assert!(!stats.contains("cmdstat_script|kill"), "{stats}");
+}
+
+/// Only `SCRIPT LOAD` loads a script: another command whose first argument
+/// is `load` (here a SET of the key `load`) is sent as it came.
+#[tokio::test]
+async fn a_command_that_only_looks_like_script_load_is_sent_as_is() {
+    let proxy = Proxy::start().await;
+    assert_eq!(proxy.ok(json!(["set", "load", LOCKING])).await, json!("OK"));
+    assert_eq!(proxy.ok(json!(["get", "load"])).await, json!(LOCKING));
+}
+
 #[tokio::test]
 async fn evalsha_of_the_original_sha_runs_the_stripped_script() {
     let proxy = Proxy::start().await;
