@@ -209,8 +209,8 @@ async fn a_sliding_limit_has_the_store_read_its_previous_window_until_the_count_
 /// starts afresh, with the whole max.
 #[tokio::test]
 async fn a_reset_forgets_the_kept_previous_count() {
-    // Six seconds into window 1000: window 999's count is final, and kept.
-    let clock = ManualClock::new(Duration::from_millis(1_000 * 60 * 1000 + 6_000));
+    // Ten seconds into window 1000: window 999's count is final, and kept.
+    let clock = ManualClock::new(Duration::from_millis(1_000 * 60 * 1000 + 10_000));
     let rule = Rule::new("smooth", 5, Window::MINUTE)
         .unwrap()
         .with_algorithm(Algorithm::Sliding);
@@ -226,7 +226,7 @@ async fn a_reset_forgets_the_kept_previous_count() {
         .clock(clock.clone())
         .cache(0)
         .build();
-    // 4 × 54/60 of the previous window weighs 3: two fit, a third does not.
+    // 4 × 50/60 of the previous window weighs 3: two fit, a third does not.
     for _ in 0..2 {
         assert!(limiter.reserve(&sliding).await.unwrap().is_allowed());
     }

@@ -194,17 +194,37 @@ async fn a_count_picked_as_a_deadlocks_victim_is_run_again() {
     let lock = format!("UPDATE \"{schema}\".counters SET value = value WHERE key = $1");
     other.execute(&lock, &[&keys[1].as_bytes()]).await.unwrap();
     // The count locks a, then waits for b.
+    let started = std::time::Instant::now();
     let count = tokio::spawn({
         let (store, batch) = (store.clone(), batch.clone());
         async move { store.count(&batch, CheckId::new(), deadline()).await }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let watcher = support::client(&url).await;
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+        WHERE wait_event_type = 'Lock' AND position($1 in query) > 0";
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = watcher.query_one(waiting, &[&schema]).await.unwrap();
+        if row.get::<_, i64>(0) > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the count never waited for b"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // Waiting for a closes the cycle; the count, waiting longer, finds it
     // after deadlock_timeout (1 s) and is rolled back.
     other.execute(&lock, &[&keys[0].as_bytes()]).await.unwrap();
     other.commit().await.unwrap();
     let counted = count.await.unwrap();
     assert_eq!(counted.map_err(|e| e.to_string()), Ok(vec![2, 2]));
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "no deadlock: answered in {:?}",
+        started.elapsed()
+    );
     assert_eq!(
         store.get(&keys, deadline()).await.unwrap(),
         [2, 2],

@@ -359,18 +359,19 @@ async fn a_runaway_script_is_killed_once_redis_lets_it_be() {
 /// scripts it sent.
 #[tokio::test]
 async fn a_call_timed_out_by_another_clients_script_does_not_kill_it() {
-    // The call times out (150 ms) before Redis reads commands again during
-    // a script (300 ms), when it would read a SCRIPT KILL.
+    // The call, sent 200 ms into the script, times out (150 ms) well
+    // before Redis reads commands again during a script (1 s), when it
+    // would read a SCRIPT KILL; the script runs on to 2.5 s.
     let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(150))).await;
     proxy
-        .admin(&["CONFIG", "SET", "busy-reply-threshold", "300"])
+        .admin(&["CONFIG", "SET", "busy-reply-threshold", "1000"])
         .await;
     assert_eq!(proxy.ok(json!(["PING"])).await, json!("PONG"));
-    // Busy for 1.5 s by the server's clock, then done.
+    // Busy for 2.5 s by the server's clock, then done.
     let script = "local s = redis.call('TIME') \
         while true do \
             local t = redis.call('TIME') \
-            if (t[1] - s[1]) * 1000000 + t[2] - s[2] > 1500000 then return 'done' end \
+            if (t[1] - s[1]) * 1000000 + t[2] - s[2] > 2500000 then return 'done' end \
         end";
     let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
     let mut own = redis::Client::open(proxy.server.url())
@@ -385,36 +386,30 @@ async fn a_call_timed_out_by_another_clients_script_does_not_kill_it() {
             .query_async::<String>(&mut own)
             .await
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let (status, body) = proxy.post("/", json!(["INCR", unique()])).await;
-    // Timed out; or, on a machine too busy to send it in time, answered
-    // BUSY (the proxy then has nothing to kill either way).
-    assert!(
-        status == StatusCode::INTERNAL_SERVER_ERROR
-            || (status == StatusCode::BAD_REQUEST && error_of(&body).starts_with("BUSY")),
-        "{status}: {body}"
-    );
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     let finished = other.await.unwrap().map_err(|e| e.to_string());
     assert_eq!(finished, Ok("done".to_owned()), "the other client's script");
 }
 
 /// A script that outran the timeout but ended before Redis read the
-/// proxy's `SCRIPT KILL` is answered `NOTBUSY`: the proxy stops there,
-/// after one attempt (not one every 100 ms for 15 s).
+/// proxy's `SCRIPT KILL` is answered `NOTBUSY`: the proxy stops there
+/// (not trying every 100 ms for 15 s).
 #[tokio::test]
 async fn a_script_that_ended_before_its_kill_is_killed_once() {
     let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(300))).await;
     assert_eq!(proxy.ok(json!(["PING"])).await, json!("PONG"));
-    // 500 ms by the server's clock: past the timeout, short of Redis's
+    // 1 s by the server's clock: past the timeout, short of Redis's
     // busy-reply threshold (5 s), so the kill waits for the script's end.
     let script = "local s = redis.call('TIME') \
         while true do \
             local t = redis.call('TIME') \
-            if (t[1] - s[1]) * 1000000 + t[2] - s[2] > 500000 then return 'done' end \
+            if (t[1] - s[1]) * 1000000 + t[2] - s[2] > 1000000 then return 'done' end \
         end";
     let (status, body) = proxy.post("/", json!(["EVAL", script, "0"])).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
     let redis::Value::BulkString(stats) = proxy.admin(&["INFO", "commandstats"]).await else {
         panic!("INFO is not a string");
     };
@@ -424,7 +419,9 @@ async fn a_script_that_ended_before_its_kill_is_killed_once() {
         .find_map(|line| line.strip_prefix("cmdstat_script|kill:calls="))
         .and_then(|rest| rest.split(',').next())
         .and_then(|n| n.parse::<u64>().ok());
-    assert_eq!(kills, Some(1), "{stats}");
+    // Attempts cut off by their own timeout while the script ran may
+    // each have sent one; a kill tried every 100 ms would be past 5.
+    assert!(matches!(kills, Some(1..=3)), "{kills:?}: {stats}");
 }
 
 /// One command through `app`, without a socket.
@@ -535,10 +532,17 @@ async fn a_user_widened_while_connected_is_refused_once_it_reconnects() {
         .await
         .map(|_: i64| ())
         .unwrap();
+    let mut said = Vec::new();
     for i in 0..3 {
         let (status, body) = call(proxy.router(), json!(["INCR", unique()])).await;
         assert_ne!(status, StatusCode::OK, "call {i} after the kill: {body}");
+        said.push(error_of(&body).to_owned());
     }
+    // The first may fail on the lost connection; then the check refuses.
+    assert!(
+        said[1..].iter().all(|e| e.contains("can run FLUSHALL")),
+        "{said:?}"
+    );
 }
 
 /// Creating the proxy's user as an administrator who may not: the refusal

@@ -550,8 +550,10 @@ async fn calls_and_transactions_reuse_their_connections() {
         let (status, _) = proxy.post("/multi-exec", json!([["incr", key]])).await;
         assert_eq!(status, StatusCode::OK);
     }
-    // One more: the administrator's own, to read INFO.
-    assert_eq!(accepted(&proxy).await - before, 1, "connections opened");
+    // The administrator's own, to read INFO, and a few more should a
+    // connection be lost under load; not one per call (40).
+    let opened = accepted(&proxy).await - before;
+    assert!(opened < 5, "{opened} connections opened for 40 calls");
 }
 
 /// Polls until the proxy answers PING again, for at most 10 s.
