@@ -79,18 +79,34 @@ where
     })
 }
 
+/// Runs `call` with `limits` in a loop (every `every`, or back to back)
+/// until `stop`.
+fn calling<F, Fut>(
+    limiter: &Arc<Limiter>,
+    limits: Vec<Limit>,
+    stop: &Arc<AtomicBool>,
+    every: Duration,
+    call: F,
+) -> tokio::task::JoinHandle<Vec<Call>>
+where
+    F: Fn(Arc<Limiter>, Arc<Vec<Limit>>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<bool, Error>> + Send,
+{
+    let limiter = Arc::clone(limiter);
+    let limits = Arc::new(limits);
+    stream(Arc::clone(stop), every, move || {
+        call(Arc::clone(&limiter), Arc::clone(&limits))
+    })
+}
+
 fn reserving(
     limiter: &Arc<Limiter>,
     limits: Vec<Limit>,
     stop: &Arc<AtomicBool>,
     every: Duration,
 ) -> tokio::task::JoinHandle<Vec<Call>> {
-    let limiter = Arc::clone(limiter);
-    let limits = Arc::new(limits);
-    stream(Arc::clone(stop), every, move || {
-        let limiter = Arc::clone(&limiter);
-        let limits = Arc::clone(&limits);
-        async move { limiter.reserve(&limits).await.map(|v| v.is_allowed()) }
+    calling(limiter, limits, stop, every, |limiter, limits| async move {
+        limiter.reserve(&limits).await.map(|v| v.is_allowed())
     })
 }
 
@@ -102,19 +118,19 @@ fn refunding(
     limits: Vec<Limit>,
     stop: &Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<Vec<Call>> {
-    let limiter = Arc::clone(limiter);
-    let limits = Arc::new(limits);
-    stream(Arc::clone(stop), Duration::ZERO, move || {
-        let limiter = Arc::clone(&limiter);
-        let limits = Arc::clone(&limits);
-        async move {
+    calling(
+        limiter,
+        limits,
+        stop,
+        Duration::ZERO,
+        |limiter, limits| async move {
             let verdict = limiter.count(&limits).await?;
             if verdict.is_allowed() {
                 limiter.refund(&verdict, limits[0].rule().name(), 1).await?;
             }
             Ok(verdict.is_allowed())
-        }
-    })
+        },
+    )
 }
 
 fn counting(
@@ -122,13 +138,13 @@ fn counting(
     limits: Vec<Limit>,
     stop: &Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<Vec<Call>> {
-    let limiter = Arc::clone(limiter);
-    let limits = Arc::new(limits);
-    stream(Arc::clone(stop), Duration::ZERO, move || {
-        let limiter = Arc::clone(&limiter);
-        let limits = Arc::clone(&limits);
-        async move { limiter.count(&limits).await.map(|v| v.is_allowed()) }
-    })
+    calling(
+        limiter,
+        limits,
+        stop,
+        Duration::ZERO,
+        |limiter, limits| async move { limiter.count(&limits).await.map(|v| v.is_allowed()) },
+    )
 }
 
 async fn joined(handles: Vec<tokio::task::JoinHandle<Vec<Call>>>) -> Vec<Call> {

@@ -354,6 +354,14 @@ async fn a_runaway_script_is_killed_once_redis_lets_it_be() {
     panic!("Redis still busy 10 s after the script outran the timeout: {last}");
 }
 
+/// A script busy for `micros` by the server's clock, then answering `done`.
+fn busy_for(micros: u64) -> String {
+    format!(
+        "local s = redis.call('TIME') while true do local t = redis.call('TIME') \
+         if (t[1] - s[1]) * 1000000 + t[2] - s[2] > {micros} then return 'done' end end"
+    )
+}
+
 /// A call that timed out for a script another client runs (not one sent
 /// through the proxy) leaves that script alone: the proxy kills only
 /// scripts it sent.
@@ -367,12 +375,8 @@ async fn a_call_timed_out_by_another_clients_script_does_not_kill_it() {
         .admin(&["CONFIG", "SET", "busy-reply-threshold", "1000"])
         .await;
     assert_eq!(proxy.ok(json!(["PING"])).await, json!("PONG"));
-    // Busy for 2.5 s by the server's clock, then done.
-    let script = "local s = redis.call('TIME') \
-        while true do \
-            local t = redis.call('TIME') \
-            if (t[1] - s[1]) * 1000000 + t[2] - s[2] > 2500000 then return 'done' end \
-        end";
+    // Busy for 2.5 s, then done.
+    let script = busy_for(2_500_000);
     let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
     let mut own = redis::Client::open(proxy.server.url())
         .unwrap()
@@ -402,11 +406,7 @@ async fn a_script_that_ended_before_its_kill_is_killed_once() {
     assert_eq!(proxy.ok(json!(["PING"])).await, json!("PONG"));
     // 1 s by the server's clock: past the timeout, short of Redis's
     // busy-reply threshold (5 s), so the kill waits for the script's end.
-    let script = "local s = redis.call('TIME') \
-        while true do \
-            local t = redis.call('TIME') \
-            if (t[1] - s[1]) * 1000000 + t[2] - s[2] > 1000000 then return 'done' end \
-        end";
+    let script = busy_for(1_000_000);
     let (status, body) = proxy.post("/", json!(["EVAL", script, "0"])).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     tokio::time::sleep(Duration::from_millis(2_000)).await;
