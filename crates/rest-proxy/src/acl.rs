@@ -205,17 +205,19 @@ impl Users {
             )));
         }
         let mut allowed = None;
+        let mut unread = None;
         for probe in PROBES {
             let mut cmd = redis::Cmd::new();
             for arg in *probe {
                 cmd.arg(*arg);
             }
-            let queued = matches!(
-                conn.send_packed_command(&cmd).await?,
-                Value::SimpleString(ref s) if s == "QUEUED"
-            );
-            if queued && allowed.is_none() {
-                allowed = Some(probe.get(..2).unwrap_or(probe).join(" "));
+            let answer = conn.send_packed_command(&cmd).await?;
+            match queued(&answer) {
+                Some(true) if allowed.is_none() => {
+                    allowed = Some(probe.get(..2).unwrap_or(probe).join(" "));
+                }
+                None if unread.is_none() => unread = Some(reply(answer)),
+                _ => {}
             }
         }
         let discard = conn.send_packed_command(&redis::cmd("DISCARD")).await?;
@@ -225,13 +227,28 @@ impl Users {
                 reply(discard)
             )));
         }
-        match allowed {
-            Some(probe) => Err(LinkError::Unrestricted {
+        match (allowed, unread) {
+            (Some(probe), _) => Err(LinkError::Unrestricted {
                 user: self.name.clone(),
                 probe,
             }),
-            None => Ok(()),
+            (None, Some(answer)) => Err(LinkError::Setup(format!(
+                "could not check the proxy's Redis user {:?}: a probe was answered {answer}",
+                self.name
+            ))),
+            (None, None) => Ok(()),
         }
+    }
+}
+
+/// Whether Redis queued a probe (`Some(true)`), refused it (`Some(false)`),
+/// or answered without judging it (`None`): busy with a script, or loading
+/// its data, it says nothing of what the user may run.
+fn queued(answer: &Value) -> Option<bool> {
+    match answer {
+        Value::SimpleString(s) if s == "QUEUED" => Some(true),
+        Value::ServerError(e) if matches!(e.code(), "BUSY" | "LOADING") => None,
+        _ => Some(false),
     }
 }
 
@@ -319,6 +336,18 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    #[test]
+    fn a_busy_or_loading_server_judges_no_probe() {
+        // An error reply as Redis sends it.
+        let error =
+            |text: &str| redis::parse_redis_value(format!("-{text}\r\n").as_bytes()).unwrap();
+        assert_eq!(queued(&Value::SimpleString("QUEUED".into())), Some(true));
+        assert_eq!(queued(&error("NOPERM no permissions")), Some(false));
+        assert_eq!(queued(&error("ERR unknown command 'x'")), Some(false));
+        assert_eq!(queued(&error("BUSY Redis is busy running a script")), None);
+        assert_eq!(queued(&error("LOADING Redis is loading the dataset")), None);
+    }
 
     #[test]
     fn the_users_password_is_128_random_bits_in_hex() {
