@@ -545,6 +545,66 @@ async fn a_user_widened_while_connected_is_refused_once_it_reconnects() {
     );
 }
 
+/// A check of the user while Redis is busy with a script learns nothing
+/// (a probe the user may run is answered BUSY, not queued): it does not
+/// pass. A user widened meanwhile is refused once Redis answers again,
+/// never served.
+#[tokio::test]
+async fn a_user_check_while_redis_is_busy_does_not_pass() {
+    let server = RedisServer::start();
+    let line = tollgate_rest_proxy::acl_setuser_line(&server.url(), "busy-check")
+        .await
+        .expect("the ACL line");
+    setuser(&server, &format!("{line} >pw")).await;
+    let url = format!("redis://busy-check:pw@127.0.0.1:{}", server.port());
+    let proxy = Server::new(Options::new(url, "t")).expect("a proxy");
+    let (status, _) = call(proxy.router(), json!(["INCR", unique()])).await;
+    assert_eq!(status, StatusCode::OK);
+    setuser(&server, "ACL SETUSER busy-check +flushall").await;
+    let mut admin = admin(&server).await;
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg(100)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("USER")
+        .arg("busy-check")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    let mut own = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap();
+    let script = tokio::spawn(async move {
+        redis::cmd("EVAL")
+            .arg(busy_for(1_500_000))
+            .arg(0)
+            .query_async::<String>(&mut own)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The first call finds its connection gone; the next ones connect and
+    // check while Redis is busy.
+    for i in 0..3 {
+        let (status, body) = call(proxy.router(), json!(["INCR", unique()])).await;
+        assert_ne!(status, StatusCode::OK, "call {i} while busy: {body}");
+    }
+    assert_eq!(
+        script.await.unwrap().map_err(|e| e.to_string()),
+        Ok("done".into())
+    );
+    let (status, body) = call(proxy.router(), json!(["INCR", unique()])).await;
+    assert_ne!(status, StatusCode::OK, "served by a widened user: {body}");
+    assert!(error_of(&body).contains("can run FLUSHALL"), "{body}");
+}
+
 /// Creating the proxy's user as an administrator who may not: the refusal
 /// of `COMMAND INFO` or of `ACL SETUSER` is the error, by name.
 #[tokio::test]
