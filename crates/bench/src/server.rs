@@ -48,10 +48,7 @@ pub(crate) async fn info(url: &str, name: &str) -> Option<String> {
         .query_async(&mut connection)
         .await
         .ok()?;
-    let value = info
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?;
-    Some(value.trim().to_owned())
+    tollgate_test_support::redis_info::field(&info, name).map(str::to_owned)
 }
 
 /// A process's CPU ticks since `before` (from [`Process::cpu_ticks`]).

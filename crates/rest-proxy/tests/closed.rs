@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tollgate_rest_proxy::{Error, Options, Proxy as Server};
 use tollgate_test_support::redis_server::RedisServer;
-use tollgate_test_support::unique;
+use tollgate_test_support::{redis_info, unique};
 
 mod support;
 
@@ -208,7 +208,7 @@ async fn a_user_made_from_print_acl_is_accepted_and_holds_scripts() {
         !line.contains("+flushall") && !line.contains("+config") && !line.contains("+keys "),
         "{line}"
     );
-    setuser(&server, &format!("{line} >by-hand-pw")).await;
+    as_admin(&server, &format!("{line} >by-hand-pw")).await;
     let url = format!(
         "redis://made-by-hand:by-hand-pw@127.0.0.1:{}",
         server.port()
@@ -362,6 +362,29 @@ fn busy_for(micros: u64) -> String {
     )
 }
 
+/// Runs `script` as another client of `server` (not through the proxy),
+/// waiting as long as it runs; its answer.
+fn another_clients(
+    server: &RedisServer,
+    script: String,
+) -> tokio::task::JoinHandle<Result<String, String>> {
+    let url = server.url();
+    tokio::spawn(async move {
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+        let mut own = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .unwrap();
+        redis::cmd("EVAL")
+            .arg(script)
+            .arg(0)
+            .query_async::<String>(&mut own)
+            .await
+            .map_err(|e| e.to_string())
+    })
+}
+
 /// A call that timed out for a script another client runs (not one sent
 /// through the proxy) leaves that script alone: the proxy kills only
 /// scripts it sent.
@@ -376,24 +399,11 @@ async fn a_call_timed_out_by_another_clients_script_does_not_kill_it() {
         .await;
     assert_eq!(proxy.ok(json!(["PING"])).await, json!("PONG"));
     // Busy for 2.5 s, then done.
-    let script = busy_for(2_500_000);
-    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
-    let mut own = redis::Client::open(proxy.server.url())
-        .unwrap()
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .unwrap();
-    let other = tokio::spawn(async move {
-        redis::cmd("EVAL")
-            .arg(script)
-            .arg(0)
-            .query_async::<String>(&mut own)
-            .await
-    });
+    let other = another_clients(&proxy.server, busy_for(2_500_000));
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (status, body) = proxy.post("/", json!(["INCR", unique()])).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
-    let finished = other.await.unwrap().map_err(|e| e.to_string());
+    let finished = other.await.unwrap();
     assert_eq!(finished, Ok("done".to_owned()), "the other client's script");
 }
 
@@ -410,15 +420,10 @@ async fn a_script_that_ended_before_its_kill_is_killed_once() {
     let (status, body) = proxy.post("/", json!(["EVAL", script, "0"])).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     tokio::time::sleep(Duration::from_millis(2_000)).await;
-    let redis::Value::BulkString(stats) = proxy.admin(&["INFO", "commandstats"]).await else {
-        panic!("INFO is not a string");
-    };
-    let stats = String::from_utf8_lossy(&stats).into_owned();
-    let kills = stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_script|kill:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse::<u64>().ok());
+    let stats = proxy.info("commandstats").await;
+    let kills = redis_info::command_calls(&stats)
+        .get("script|kill")
+        .copied();
     // Attempts cut off by their own timeout while the script ran may
     // each have sent one; a kill tried every 100 ms would be past 5.
     assert!(matches!(kills, Some(1..=3)), "{kills:?}: {stats}");
@@ -448,8 +453,9 @@ async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
-/// Runs `line` (`ACL SETUSER NAME RULE…`, space-separated) on `server`.
-async fn setuser(server: &RedisServer, line: &str) {
+/// Runs `line` (a command's words, space-separated, e.g. `ACL SETUSER NAME
+/// RULE…`) as `server`'s administrator.
+async fn as_admin(server: &RedisServer, line: &str) {
     let mut cmd = redis::Cmd::new();
     for word in line.split(' ') {
         cmd.arg(word);
@@ -495,7 +501,7 @@ async fn a_user_allowed_one_command_more_than_the_list_is_refused() {
         ("+bgsave", "BGSAVE"),
         ("+bgrewriteaof", "BGREWRITEAOF"),
     ] {
-        setuser(&server, &format!("{line} >pw {extra}")).await;
+        as_admin(&server, &format!("{line} >pw {extra}")).await;
         let url = format!("redis://one-more:pw@127.0.0.1:{port}");
         let refused = Server::new(Options::new(url, "t"))
             .expect("a proxy")
@@ -505,8 +511,35 @@ async fn a_user_allowed_one_command_more_than_the_list_is_refused() {
             matches!(&refused, Err(Error::RedisUser(why)) if why.contains(&format!("can run {named}"))),
             "{extra}: {refused:?}"
         );
-        setuser(&server, &format!("ACL SETUSER one-more -{}", &extra[1..])).await;
+        as_admin(&server, &format!("ACL SETUSER one-more -{}", &extra[1..])).await;
     }
+}
+
+/// A proxy on `server` as `user`, made restricted from `--print-acl`'s
+/// line, once it has served a first call (and so checked the user).
+async fn served_as(server: &RedisServer, user: &str) -> Server {
+    let line = tollgate_rest_proxy::acl_setuser_line(&server.url(), user)
+        .await
+        .expect("the ACL line");
+    as_admin(server, &format!("{line} >pw")).await;
+    let url = format!("redis://{user}:pw@127.0.0.1:{}", server.port());
+    let proxy = Server::new(Options::new(url, "t")).expect("a proxy");
+    let (status, _) = call(proxy.router(), json!(["INCR", unique()])).await;
+    assert_eq!(status, StatusCode::OK);
+    proxy
+}
+
+/// Lets `user` run FLUSHALL, and closes its connections: the proxy's next
+/// call finds its connection gone and connects again.
+async fn widen_and_disconnect(server: &RedisServer, user: &str) {
+    as_admin(server, &format!("ACL SETUSER {user} +flushall")).await;
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("USER")
+        .arg(user)
+        .query_async(&mut admin(server).await)
+        .await
+        .unwrap();
 }
 
 /// A user checked when the proxy connected is checked again after the
@@ -515,23 +548,8 @@ async fn a_user_allowed_one_command_more_than_the_list_is_refused() {
 #[tokio::test]
 async fn a_user_widened_while_connected_is_refused_once_it_reconnects() {
     let server = RedisServer::start();
-    let line = tollgate_rest_proxy::acl_setuser_line(&server.url(), "widened")
-        .await
-        .expect("the ACL line");
-    setuser(&server, &format!("{line} >pw")).await;
-    let url = format!("redis://widened:pw@127.0.0.1:{}", server.port());
-    let proxy = Server::new(Options::new(url, "t")).expect("a proxy");
-    let (status, _) = call(proxy.router(), json!(["INCR", unique()])).await;
-    assert_eq!(status, StatusCode::OK);
-    setuser(&server, "ACL SETUSER widened +flushall").await;
-    let () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("USER")
-        .arg("widened")
-        .query_async(&mut admin(&server).await)
-        .await
-        .map(|_: i64| ())
-        .unwrap();
+    let proxy = served_as(&server, "widened").await;
+    widen_and_disconnect(&server, "widened").await;
     let mut said = Vec::new();
     for i in 0..3 {
         let (status, body) = call(proxy.router(), json!(["INCR", unique()])).await;
@@ -552,43 +570,10 @@ async fn a_user_widened_while_connected_is_refused_once_it_reconnects() {
 #[tokio::test]
 async fn a_user_check_while_redis_is_busy_does_not_pass() {
     let server = RedisServer::start();
-    let line = tollgate_rest_proxy::acl_setuser_line(&server.url(), "busy-check")
-        .await
-        .expect("the ACL line");
-    setuser(&server, &format!("{line} >pw")).await;
-    let url = format!("redis://busy-check:pw@127.0.0.1:{}", server.port());
-    let proxy = Server::new(Options::new(url, "t")).expect("a proxy");
-    let (status, _) = call(proxy.router(), json!(["INCR", unique()])).await;
-    assert_eq!(status, StatusCode::OK);
-    setuser(&server, "ACL SETUSER busy-check +flushall").await;
-    let mut admin = admin(&server).await;
-    let () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("busy-reply-threshold")
-        .arg(100)
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("USER")
-        .arg("busy-check")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
-    let mut own = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .unwrap();
-    let script = tokio::spawn(async move {
-        redis::cmd("EVAL")
-            .arg(busy_for(1_500_000))
-            .arg(0)
-            .query_async::<String>(&mut own)
-            .await
-    });
+    let proxy = served_as(&server, "busy-check").await;
+    as_admin(&server, "CONFIG SET busy-reply-threshold 100").await;
+    widen_and_disconnect(&server, "busy-check").await;
+    let script = another_clients(&server, busy_for(1_500_000));
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The first call finds its connection gone; the next ones connect and
     // check while Redis is busy.
@@ -596,10 +581,7 @@ async fn a_user_check_while_redis_is_busy_does_not_pass() {
         let (status, body) = call(proxy.router(), json!(["INCR", unique()])).await;
         assert_ne!(status, StatusCode::OK, "call {i} while busy: {body}");
     }
-    assert_eq!(
-        script.await.unwrap().map_err(|e| e.to_string()),
-        Ok("done".into())
-    );
+    assert_eq!(script.await.unwrap(), Ok("done".into()));
     let (status, body) = call(proxy.router(), json!(["INCR", unique()])).await;
     assert_ne!(status, StatusCode::OK, "served by a widened user: {body}");
     assert!(error_of(&body).contains("can run FLUSHALL"), "{body}");
@@ -615,7 +597,7 @@ async fn an_administrator_who_may_not_create_the_user_is_told_which_command_fail
         ("-acl", "ACL SETUSER px failed"),
     ] {
         let admin_name = format!("admin{denied}");
-        setuser(
+        as_admin(
             &server,
             &format!("ACL SETUSER {admin_name} on >pw ~* +@all {denied}"),
         )
@@ -649,7 +631,7 @@ async fn create_user_works_over_resp3() {
 #[tokio::test]
 async fn a_refused_multi_runs_none_of_the_transaction() {
     let server = RedisServer::start();
-    setuser(&server, "ACL SETUSER no-multi on >pw ~* +@all -multi").await;
+    as_admin(&server, "ACL SETUSER no-multi on >pw ~* +@all -multi").await;
     let url = format!("redis://no-multi:pw@127.0.0.1:{}", server.port());
     let proxy = Server::new(Options::new(url, "t").allow_unrestricted_user()).expect("a proxy");
     let key = unique();

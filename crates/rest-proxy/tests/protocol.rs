@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tollgate_test_support::redis_server::RedisServer;
-use tollgate_test_support::unique;
+use tollgate_test_support::{redis_info, unique};
 
 mod support;
 
@@ -524,13 +524,9 @@ async fn the_default_max_body_is_one_mebibyte() {
 
 /// Connections the server has accepted so far.
 async fn accepted(proxy: &Proxy) -> u64 {
-    let redis::Value::BulkString(info) = proxy.admin(&["INFO", "stats"]).await else {
-        panic!("INFO is not a string");
-    };
-    let info = String::from_utf8_lossy(&info).into_owned();
-    info.lines()
-        .find_map(|line| line.strip_prefix("total_connections_received:"))
-        .and_then(|n| n.trim().parse().ok())
+    let info = proxy.info("stats").await;
+    redis_info::field(&info, "total_connections_received")
+        .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no total_connections_received in {info}"))
 }
 
@@ -699,11 +695,12 @@ async fn a_failing_rewritten_script_runs_once() {
     }
     assert_eq!(proxy.ok(json!(["get", key])).await, json!("2"), "runs");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let redis::Value::BulkString(stats) = proxy.admin(&["INFO", "commandstats"]).await else {
-        panic!("INFO is not a string");
-    };
-    let stats = String::from_utf8_lossy(&stats).into_owned();
-    assert!(!stats.contains("cmdstat_script|kill"), "{stats}");
+    let stats = proxy.info("commandstats").await;
+    assert_eq!(
+        redis_info::command_calls(&stats).get("script|kill"),
+        None,
+        "{stats}"
+    );
 }
 
 /// Only `SCRIPT LOAD` loads a script: another command whose first argument

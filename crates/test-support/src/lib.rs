@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod postgres_server;
 pub mod processes;
 pub mod redis_cluster;
+pub mod redis_info;
 pub mod redis_server;
 pub mod relay;
 pub mod secrets;

@@ -433,9 +433,7 @@ fn identity<S: Read + Write>(mut stream: S) -> Result<Identity, String> {
     reader.read_exact(&mut body).map_err(|e| e.to_string())?;
     let body = String::from_utf8_lossy(&body);
     let field = |name: &str| {
-        body.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-            .map(str::trim)
+        crate::redis_info::field(&body, name)
             .map(str::to_owned)
             .ok_or_else(|| format!("INFO server has no {name}"))
     };

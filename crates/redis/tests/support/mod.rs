@@ -12,7 +12,7 @@ use std::time::Duration;
 use tollgate_core::{
     Counter, CounterStore, Deadline, Error, Limit, Limiter, RetryPolicy, Rule, Window,
 };
-use tollgate_test_support::unique;
+use tollgate_test_support::{redis_info, unique};
 
 /// The failure bound stated in the crate docs: a check against a dead or
 /// frozen server returns within this, with the default retry policy.
@@ -129,24 +129,9 @@ pub async fn command_calls(
     let redis::Value::BulkString(info) = run(admin, &["INFO", "commandstats"]).await else {
         panic!("INFO is not a bulk string");
     };
-    String::from_utf8(info)
-        .unwrap()
-        .lines()
-        .filter_map(|line| {
-            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let field = |name: &str| {
-                let prefix = format!("{name}=");
-                stats
-                    .split(',')
-                    .find_map(|s| s.strip_prefix(prefix.as_str())?.parse::<u64>().ok())
-            };
-            Some((
-                name.to_owned(),
-                field("calls")? + field("rejected_calls").unwrap_or(0),
-            ))
-        })
-        .filter(|(name, _)| name != "config|resetstat" && name != "info")
-        .collect()
+    let mut calls = redis_info::command_calls(&String::from_utf8(info).unwrap());
+    calls.retain(|name, _| name != "config|resetstat" && name != "info");
+    calls
 }
 
 /// `INFO <section>` field `name`, as a number.
@@ -159,10 +144,8 @@ pub async fn info_field(
         panic!("INFO is not a bulk string");
     };
     let text = String::from_utf8(info).unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+    redis_info::field(&text, name)
         .unwrap_or_else(|| panic!("INFO {section} has no {name}"))
-        .trim()
         .parse()
         .unwrap()
 }

@@ -65,6 +65,14 @@ impl Proxy {
         cmd.query_async(&mut conn).await.expect("the admin command")
     }
 
+    /// `INFO <section>` of the private server, as text.
+    pub(crate) async fn info(&self, section: &str) -> String {
+        let redis::Value::BulkString(info) = self.admin(&["INFO", section]).await else {
+            panic!("INFO is not a string");
+        };
+        String::from_utf8_lossy(&info).into_owned()
+    }
+
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

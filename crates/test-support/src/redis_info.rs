@@ -1,0 +1,49 @@
+//! Reading the text of Redis's `INFO`: one field, or the calls of each
+//! command (`INFO commandstats`).
+
+use std::collections::BTreeMap;
+
+/// The value of field `name` (`name:value` on a line of its own), trimmed.
+pub fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// `INFO commandstats` as command → calls sent: run, or refused before
+/// running (`rejected_calls`: `NOPERM`, a wrong arity). A command never
+/// sent is not there.
+pub fn command_calls(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let count = |key: &str| {
+                stats
+                    .split(',')
+                    .find_map(|s| s.strip_prefix(key)?.strip_prefix('=')?.parse::<u64>().ok())
+            };
+            Some((
+                name.to_owned(),
+                count("calls")? + count("rejected_calls").unwrap_or(0),
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_and_command_calls_are_read_from_info_text() {
+        let info = "# Stats\r\ntotal_connections_received:12\r\n\
+            cmdstat_ping:calls=3,usec=9,usec_per_call=3.00,rejected_calls=2,failed_calls=0\r\n\
+            cmdstat_script|kill:calls=1,usec=1,usec_per_call=1.00,rejected_calls=0,failed_calls=1\r\n";
+        assert_eq!(field(info, "total_connections_received"), Some("12"));
+        assert_eq!(field(info, "total_connections"), None);
+        let calls = command_calls(info);
+        assert_eq!(calls.get("ping"), Some(&5));
+        assert_eq!(calls.get("script|kill"), Some(&1));
+        assert_eq!(calls.len(), 2);
+    }
+}
