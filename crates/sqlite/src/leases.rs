@@ -191,11 +191,12 @@ pub(crate) fn end(conn: &Connection, key: &str, id: CheckId, now: Duration) -> R
     let key = key.as_bytes();
     let ended = conn
         .prepare_cached(END)?
-        .execute(params![key, id_bytes(id)])?;
-    if ended > 0 {
+        .execute(params![key, id_bytes(id)])?
+        > 0;
+    if ended {
         settle(conn, key)?;
     }
-    Ok(ended > 0)
+    Ok(ended)
 }
 
 /// Makes the lease `id` at `key` end `lifetime` from now, and the set live
@@ -216,11 +217,11 @@ pub(crate) fn renew(
         key,
         id_bytes(id),
         expires_at(now, lifetime)
-    ])?;
-    if renewed > 0 {
+    ])? > 0;
+    if renewed {
         settle(conn, key)?;
     }
-    Ok(renewed > 0)
+    Ok(renewed)
 }
 
 /// The leases held at `key` and the time until the first ends; only reads.

@@ -177,12 +177,12 @@ async fn a_set_lives_until_its_last_lease_ends() {
     );
 
     assert!(store.end_lease(LEASES, long, deadline()).await.unwrap());
-    assert!(!store.end_lease(LEASES, long, deadline()).await.unwrap());
     assert_eq!(
         set_lives(&path, LEASES),
         Some(T0_MS + 2_000),
         "not shortened"
     );
+    assert!(!store.end_lease(LEASES, long, deadline()).await.unwrap());
 
     clock.advance(Duration::from_secs(1));
     let renewed = store.renew_lease(LEASES, short, Duration::from_secs(5), deadline());
@@ -256,6 +256,18 @@ async fn the_sweep_removes_sets_whose_leases_all_ended() {
     );
     assert_eq!(scalar::<i64>(&path, "SELECT count(*) FROM leases"), 7);
     assert_eq!(held(&store, "limit:inflight:b:lease").await.held, 1);
+    // A call that reclaims b's expired leases keeps its lifetime row: a
+    // lease is left, which the sweep must still find when it ends.
+    assert_eq!(
+        store.refund(&b, CheckId::new(), deadline()).await.unwrap(),
+        [1]
+    );
+    assert_eq!(scalar::<i64>(&path, "SELECT count(*) FROM leases"), 4);
+    assert_eq!(
+        set_lives(&path, "limit:inflight:b:lease"),
+        Some(T0_MS + 90_000),
+        "a set that holds a lease lost its row"
+    );
 }
 
 /// A lease counter costing other than 1, with a floor or with a prior is
