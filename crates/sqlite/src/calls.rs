@@ -276,6 +276,23 @@ mod tests {
         assert!(tops.len() > 100, "{} control bytes of 128", tops.len());
     }
 
+    #[test]
+    fn ids_of_many_threads_and_ids_apart_in_high_bits_spread_too() {
+        // Threads' ids share their counters and differ in their seeds: the
+        // seed half is hashed, so they do not collide.
+        let seeds = (1..=64u128).map(|s| s.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835));
+        let hashes: std::collections::HashSet<u64> = seeds
+            .flat_map(|seed| (0..16u128).map(move |n| Ids::default().hash_one(seed << 64 | n)))
+            .collect();
+        assert_eq!(hashes.len(), 64 * 16, "ids of different threads collide");
+        // Ids that differ only above their low 32 bits: the product's high
+        // bits are folded down to the bucket bits.
+        let buckets: std::collections::HashSet<u64> = (0..1_024u128)
+            .map(|n| Ids::default().hash_one(n << 32) & 1_023)
+            .collect();
+        assert!(buckets.len() > 600, "{} buckets of 1,024", buckets.len());
+    }
+
     fn reply(applied: bool, counts: &[u64]) -> Reservation {
         Reservation {
             applied,
@@ -333,6 +350,24 @@ mod tests {
         calls.begin();
         assert_eq!(calls.find(3, 0), Ok(Earlier::None));
         assert_eq!(calls.row(), None);
+    }
+
+    #[test]
+    fn an_id_expires_at_its_own_time_behind_a_longer_lived_one() {
+        // Records live as long as their check's budget, so one written
+        // later can expire sooner: it is not dropped from the index until
+        // the one in front of it is, yet it is not found from its expiry.
+        let mut calls = Calls::default();
+        calls.begin();
+        calls.add(1, &reply(true, &[1]), 200);
+        calls.written(10, 200);
+        calls.begin();
+        calls.add(2, &reply(true, &[1]), 100);
+        calls.written(11, 100);
+        assert_eq!(calls.find(2, 99), Ok(Earlier::Row(11)));
+        assert_eq!(calls.find(2, 100), Ok(Earlier::None), "expired");
+        assert_eq!(calls.find(2, 150), Ok(Earlier::None), "expired");
+        assert_eq!(calls.find(1, 150), Ok(Earlier::Row(10)));
     }
 
     #[test]
