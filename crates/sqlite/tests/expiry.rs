@@ -101,10 +101,25 @@ async fn one_sweep_removes_at_most_its_batch() {
         let mark = format!("mark:old:{i}");
         store.claim(&mark, "t", MINUTE, deadline()).await.unwrap();
     }
+    // Five sets of one lease each: with the count's, six rows of call
+    // records (one per batch), too few for the worker to purge them itself.
+    for i in 0..5 {
+        let lease = Counter {
+            lease: true,
+            max: 5,
+            ..counter(format!("limit:inflight:{i}:lease"))
+        };
+        store
+            .count(&[lease], CheckId::new(), deadline())
+            .await
+            .unwrap();
+    }
+    assert_eq!((rows(&path, "calls"), rows(&path, "lease_sets")), (6, 5));
     clock.advance(2 * MINUTE);
 
     // Each call is preceded by one sweep of at most 10 rows; a full sweep
-    // makes the next one due at once, until the backlog is gone.
+    // makes the next one due at once, until the backlog is gone: 100
+    // counters, then 15 marks, 6 rows of records and 5 sets of leases.
     let one = |i: usize| [counter(format!("limit:new:{i}"))];
     store
         .count(&one(0), CheckId::new(), deadline())
@@ -125,6 +140,64 @@ async fn one_sweep_removes_at_most_its_batch() {
         (13, 0),
         "the 115 expired rows are gone, the 13 live ones stay"
     );
+    assert_eq!(
+        (
+            rows(&path, "calls"),
+            rows(&path, "lease_sets"),
+            rows(&path, "leases")
+        ),
+        (13, 0, 0),
+        "the expired records and sets of leases are gone, the 13 calls' records stay"
+    );
+}
+
+/// A sweep that fails (here a trigger refuses its deletes) is not tried
+/// again before every batch: it waits for its interval, as a sweep that
+/// removed less than its batch does. Only a file locked by another
+/// connection makes it due again at once.
+#[tokio::test]
+async fn a_failed_sweep_waits_for_its_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
+    let (store, path) = store(&dir, &clock, 1_000);
+    let old = [counter("limit:old".into())];
+    store.count(&old, CheckId::new(), deadline()).await.unwrap();
+    clock.advance(2 * MINUTE);
+    let side = Connection::open(&path).unwrap();
+    side.execute_batch(
+        "CREATE TRIGGER keep BEFORE DELETE ON counters BEGIN SELECT RAISE(ABORT, 'kept'); END",
+    )
+    .unwrap();
+    let new = |i: usize| [counter(format!("limit:new:{i}"))];
+    // The sweep before this call fails; the call does not.
+    store
+        .count(&new(0), CheckId::new(), deadline())
+        .await
+        .unwrap();
+    side.execute_batch("DROP TRIGGER keep").unwrap();
+    store
+        .count(&new(1), CheckId::new(), deadline())
+        .await
+        .unwrap();
+    let old_rows = || {
+        side.query_row(
+            "SELECT count(*) FROM counters WHERE key = ?1",
+            [b"limit:old".as_slice()],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        old_rows(),
+        1,
+        "the failed sweep ran again before the interval"
+    );
+    clock.advance(MINUTE);
+    store
+        .count(&new(2), CheckId::new(), deadline())
+        .await
+        .unwrap();
+    assert_eq!(old_rows(), 0, "the sweep did not run after its interval");
 }
 
 #[tokio::test]
