@@ -243,14 +243,10 @@ mod tests {
         assert_eq!(result.ok(), Some(3));
 
         let started = Instant::now();
-        let mut tries = 0;
-        let result: rusqlite::Result<()> = retry_busy(started + Duration::from_millis(30), || {
-            tries += 1;
-            Err(busy())
-        });
+        let result: rusqlite::Result<()> =
+            retry_busy(started + Duration::from_millis(30), || Err(busy()));
         assert!(result.as_ref().is_err_and(is_busy), "{result:?}");
         assert!(started.elapsed() >= Duration::from_millis(30));
-        assert!(tries > 1, "{tries} tries");
 
         let mut tries = 0;
         let result: rusqlite::Result<()> = retry_busy(started + Duration::from_secs(10), || {
