@@ -4,8 +4,9 @@
 //! connection, is one, since requests on a connection take turns with
 //! their replies), holds replies back, loses the reply to a request the
 //! server applied (the connection closes instead: "applied, reply lost"),
-//! and turns its open connections into black holes (a dead host, a
-//! partition). Whatever the protocol: it reads bytes, not commands.
+//! garbles a reply, and turns its open connections into black holes (a
+//! dead host, a partition). Whatever the protocol: it reads bytes, not
+//! commands.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,6 +36,8 @@ struct Shared {
     reply_delay_ms: AtomicU64,
     /// Whether the next reply closes its connection instead of arriving.
     break_next_reply: AtomicBool,
+    /// Whether the next reply arrives with its first byte garbled.
+    garble_next_reply: AtomicBool,
     /// Bytes whose request's reply is to be lost (once), if any.
     lose_reply_to: Mutex<Option<Vec<u8>>>,
     /// Replies lost so far.
@@ -129,6 +132,13 @@ impl Relay {
         self.shared.break_next_reply.store(true, Ordering::SeqCst);
     }
 
+    /// The next reply arrives with its first byte replaced by `X`, which
+    /// no RESP reply starts with (a reply corrupted on the wire): the server
+    /// applied the request, the client cannot read the answer.
+    pub fn garble_next_reply(&self) {
+        self.shared.garble_next_reply.store(true, Ordering::SeqCst);
+    }
+
     /// The reply to the next request holding `marker` (a key no other
     /// request carries) is lost: the request reaches the server, which
     /// applies it, and its connection is closed before the reply arrives.
@@ -212,6 +222,9 @@ impl Pipe {
                     }
                     // Dropping both halves closes the client's connection.
                     return;
+                }
+                if self.state.garble_next_reply.swap(false, Ordering::SeqCst) {
+                    buf[0] = b'X';
                 }
                 let delay = self.state.reply_delay_ms.load(Ordering::SeqCst);
                 if delay > 0 {
