@@ -601,6 +601,22 @@ async fn redis_down_is_a_500_within_a_second_and_the_proxy_recovers() {
     assert_eq!((status, body), (StatusCode::OK, json!([{"result": 2}])));
 }
 
+/// A reply garbled on the wire fails its call (Redis applied it) and
+/// drops the connection it came on: the next call is served on a new one,
+/// not failed on a connection left out of step with its replies.
+#[tokio::test]
+async fn a_garbled_reply_fails_its_call_and_the_next_call_connects_again() {
+    let (proxy, relay) = Proxy::through_relay().await;
+    let key = unique();
+    assert_eq!(proxy.ok(json!(["incr", key])).await, json!(1));
+    let connections = relay.connections();
+    relay.garble_next_reply();
+    let (status, reply) = proxy.post("/", json!(["incr", key])).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{reply}");
+    assert_eq!(proxy.ok(json!(["incr", key])).await, json!(3));
+    assert_eq!(relay.connections(), connections + 1, "connected again once");
+}
+
 #[tokio::test]
 async fn a_frozen_redis_is_a_500_within_a_second_not_a_hang() {
     let mut proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(500))).await;

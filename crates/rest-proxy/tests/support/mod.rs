@@ -9,6 +9,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use tollgate_rest_proxy::{Options, serve};
 use tollgate_test_support::redis_server::RedisServer;
+use tollgate_test_support::relay::Relay;
 use tollgate_test_support::unique;
 
 /// A proxy served in-process in front of its own redis-server.
@@ -26,13 +27,30 @@ impl Proxy {
 
     pub(crate) async fn start_with(configure: impl FnOnce(Options) -> Options) -> Proxy {
         let server = RedisServer::start();
+        let url = server.url();
+        Proxy::serve(server, url, configure).await
+    }
+
+    /// A proxy that reaches its redis-server through a [`Relay`], for
+    /// faults on the wire.
+    pub(crate) async fn through_relay() -> (Proxy, Relay) {
+        let server = RedisServer::start();
+        let relay = Relay::start(server.port()).await;
+        (Proxy::serve(server, relay.url(), |o| o).await, relay)
+    }
+
+    /// Serves a proxy of `server`, reached at `url`.
+    async fn serve(
+        server: RedisServer,
+        url: String,
+        configure: impl FnOnce(Options) -> Options,
+    ) -> Proxy {
         let token = format!("tok-{}", unique());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a loopback port");
         let addr = listener.local_addr().expect("local address");
-        let options =
-            configure(Options::new(server.url(), token.clone()).create_user("tollgate-proxy"));
+        let options = configure(Options::new(url, token.clone()).create_user("tollgate-proxy"));
         tokio::spawn(async move {
             if let Err(e) = serve(listener, options).await {
                 panic!("the proxy stopped: {e}");
