@@ -617,6 +617,42 @@ async fn a_garbled_reply_fails_its_call_and_the_next_call_connects_again() {
     assert_eq!(relay.connections(), connections + 1, "connected again once");
 }
 
+/// A connection that fails for another reason than its password (here the
+/// reply to its handshake is lost) fails the call: the proxy sets its
+/// user's rules only when Redis refuses the password (the user is gone),
+/// never after a network fault, which would undo rules an operator changed
+/// meanwhile.
+#[tokio::test]
+async fn a_connection_lost_in_its_handshake_does_not_set_the_user_again() {
+    let (proxy, relay) = Proxy::through_relay().await;
+    assert_eq!(proxy.ok(json!(["ping"])).await, json!("PONG"));
+    // Run, not refused: the user check queues `ACL SETUSER` as a probe,
+    // which Redis refuses.
+    let set_user = || async {
+        let stats = proxy.info("commandstats").await;
+        let line = redis_info::field(&stats, "cmdstat_acl|setuser").unwrap_or_default();
+        let calls = line.split(',').find_map(|s| s.strip_prefix("calls="));
+        calls.map(str::to_owned)
+    };
+    let created = set_user().await;
+    assert_eq!(
+        created.as_deref(),
+        Some("1"),
+        "the proxy created its user once"
+    );
+    // The shared connection is lost with the reply to a call...
+    relay.break_next_reply();
+    let (status, reply) = proxy.post("/", json!(["ping"])).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{reply}");
+    // ... and the next connection with the reply to its handshake.
+    relay.break_next_reply();
+    let (status, reply) = proxy.post("/", json!(["ping"])).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{reply}");
+    assert_eq!(set_user().await, created, "the user was set again");
+    assert_eq!(proxy.ok(json!(["ping"])).await, json!("PONG"));
+    assert_eq!(set_user().await, created);
+}
+
 #[tokio::test]
 async fn a_frozen_redis_is_a_500_within_a_second_not_a_hang() {
     let mut proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(500))).await;
