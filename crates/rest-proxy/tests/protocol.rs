@@ -755,6 +755,29 @@ async fn a_failing_rewritten_script_runs_once() {
     );
 }
 
+/// A script call that fails on the link, but not for lack of time (its
+/// reply garbled on the wire), sends no `SCRIPT KILL`: the script ended,
+/// and a kill would stop whatever script another client runs.
+#[tokio::test]
+async fn a_script_call_failing_other_than_by_timeout_kills_no_script() {
+    let (proxy, relay) = Proxy::through_relay().await;
+    let key = unique();
+    assert_eq!(
+        proxy.ok(json!(["eval", LOCKING, 1, key, 3])).await,
+        json!(3)
+    );
+    relay.garble_next_reply();
+    let (status, body) = proxy.post("/", json!(["eval", LOCKING, 1, key, 4])).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stats = proxy.info("commandstats").await;
+    assert_eq!(
+        redis_info::command_calls(&stats).get("script|kill"),
+        None,
+        "{stats}"
+    );
+}
+
 /// Only `SCRIPT LOAD` loads a script: another command whose first argument
 /// is `load` (here a SET of the key `load`) is sent as it came.
 #[tokio::test]
