@@ -552,6 +552,56 @@ async fn calls_and_transactions_reuse_their_connections() {
     assert!(opened < 5, "{opened} connections opened for 40 calls");
 }
 
+/// At most 64 connections wait for the next transaction: after a burst of
+/// 80 transactions at once (each reply held 200 ms on the wire, so that
+/// nearly each has a connection of its own), 64 stay open, the others close.
+#[tokio::test]
+async fn at_most_64_connections_wait_for_the_next_transaction() {
+    let (proxy, relay) = Proxy::through_relay().await;
+    let key = unique();
+    proxy.ok(json!(["incr", key])).await;
+    relay.delay_replies(Duration::from_millis(200));
+    let mut burst = tokio::task::JoinSet::new();
+    for _ in 0..80 {
+        let request = proxy
+            .http
+            .post(proxy.url("/multi-exec"))
+            .bearer_auth(&proxy.token)
+            .json(&json!([["incr", key]]));
+        burst.spawn(send(request));
+    }
+    for (status, body) in burst.join_all().await {
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    relay.delay_replies(Duration::ZERO);
+    // The shared connection, then more than 64 for the transactions.
+    let opened = relay.connections();
+    assert!(
+        opened > 1 + 64,
+        "the burst opened only {opened} connections"
+    );
+    let connected = || async {
+        let list = match proxy.admin(&["CLIENT", "LIST"]).await {
+            redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            redis::Value::VerbatimString { text, .. } => text,
+            other => panic!("CLIENT LIST answered {other:?}"),
+        };
+        list.lines()
+            .filter(|line| line.contains(" user=tollgate-proxy "))
+            .count()
+    };
+    // Closed connections leave the server's list soon after.
+    let started = Instant::now();
+    while connected().await != 65 && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        connected().await,
+        1 + 64,
+        "the shared connection and the idle ones"
+    );
+}
+
 /// Polls until the proxy answers PING again, for at most 10 s.
 async fn wait_for_recovery(proxy: &Proxy) {
     let started = Instant::now();
