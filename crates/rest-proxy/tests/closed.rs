@@ -429,6 +429,37 @@ async fn a_script_that_ended_before_its_kill_is_killed_once() {
     assert!(matches!(kills, Some(1..=3)), "{kills:?}: {stats}");
 }
 
+/// A script that wrote before it outran the timeout cannot be killed:
+/// Redis answers the proxy's `SCRIPT KILL` `UNKILLABLE`, and the proxy
+/// stops there (not trying every 100 ms while the script runs on).
+#[tokio::test]
+async fn a_script_that_wrote_is_not_killed_again_and_again() {
+    let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(300))).await;
+    // Redis reads SCRIPT KILL once a script has run this long.
+    proxy
+        .admin(&["CONFIG", "SET", "busy-reply-threshold", "200"])
+        .await;
+    assert_eq!(proxy.ok(json!(["PING"])).await, json!("PONG"));
+    // A write, then 1.5 s busy by the server's clock.
+    let script = format!("redis.call('INCR', KEYS[1]) {}", busy_for(1_500_000));
+    let (status, body) = proxy
+        .post("/", json!(["EVAL", script, "1", unique()]))
+        .await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let stats = proxy.info("commandstats").await;
+    let errors = proxy.info("errorstats").await;
+    let unkillable = redis_info::field(&errors, "errorstat_UNKILLABLE")
+        .and_then(|v| v.strip_prefix("count=")?.parse::<u64>().ok());
+    assert!(matches!(unkillable, Some(1..=3)), "{errors}");
+    let kills = redis_info::command_calls(&stats)
+        .get("script|kill")
+        .copied();
+    // Attempts cut off by their own timeout before Redis read them may
+    // each have sent one; a kill tried every 100 ms would be past 5.
+    assert!(matches!(kills, Some(1..=3)), "{kills:?}: {stats}");
+}
+
 /// One command through `app`, without a socket.
 async fn call(app: axum::Router, command: Value) -> (StatusCode, Value) {
     use tower::ServiceExt as _;
