@@ -1,5 +1,6 @@
-//! Reading the text of Redis's `INFO`: one field, or the calls of each
-//! command (`INFO commandstats`).
+//! Reading the text of Redis's `INFO`: one field, the calls of each
+//! command (`INFO commandstats`), the replies of one error (`INFO
+//! errorstats`).
 
 use std::collections::BTreeMap;
 
@@ -30,6 +31,15 @@ pub fn command_calls(info: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// How many replies of error `code` (`UNKILLABLE`, `NOPERM`) the server
+/// has sent, from `INFO errorstats`; `None` when it sent none.
+pub fn error_count(info: &str, code: &str) -> Option<u64> {
+    field(info, &format!("errorstat_{code}"))?
+        .strip_prefix("count=")?
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +55,10 @@ mod tests {
         assert_eq!(calls.get("ping"), Some(&5));
         assert_eq!(calls.get("script|kill"), Some(&1));
         assert_eq!(calls.len(), 2);
+        let errors =
+            "# Errorstats\r\nerrorstat_NOPERM:count=19\r\nerrorstat_UNKILLABLE:count=1\r\n";
+        assert_eq!(error_count(errors, "UNKILLABLE"), Some(1));
+        assert_eq!(error_count(errors, "NOPERM"), Some(19));
+        assert_eq!(error_count(errors, "NOTBUSY"), None);
     }
 }

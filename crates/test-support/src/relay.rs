@@ -126,15 +126,17 @@ impl Relay {
         self.shared.reply_delay_ms.store(ms, Ordering::SeqCst);
     }
 
-    /// The next reply is not forwarded: its connection is closed instead,
-    /// after the server applied the request.
+    /// The next bytes the server sends, on whichever connection, are not
+    /// forwarded: their connection is closed instead, after the server
+    /// applied the request (with one request in flight, its reply).
     pub fn break_next_reply(&self) {
         self.shared.break_next_reply.store(true, Ordering::SeqCst);
     }
 
-    /// The next reply arrives with its first byte replaced by `X`, which
-    /// no RESP reply starts with (a reply corrupted on the wire): the server
-    /// applied the request, the client cannot read the answer.
+    /// The next bytes the server sends, on whichever connection, arrive
+    /// with their first byte replaced by `X`, which no RESP reply starts
+    /// with: with one request in flight, its reply corrupted on the wire
+    /// (the server applied the request, the client cannot read the answer).
     pub fn garble_next_reply(&self) {
         self.shared.garble_next_reply.store(true, Ordering::SeqCst);
     }

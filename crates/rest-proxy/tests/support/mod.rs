@@ -34,9 +34,17 @@ impl Proxy {
     /// A proxy that reaches its redis-server through a [`Relay`], for
     /// faults on the wire.
     pub(crate) async fn through_relay() -> (Proxy, Relay) {
+        Proxy::through_relay_with(|options| options).await
+    }
+
+    /// As [`through_relay`](Proxy::through_relay), with `configure`d options.
+    pub(crate) async fn through_relay_with(
+        configure: impl FnOnce(Options) -> Options,
+    ) -> (Proxy, Relay) {
         let server = RedisServer::start();
+        server.require_private("put a relay in front of it");
         let relay = Relay::start(server.port()).await;
-        (Proxy::serve(server, relay.url(), |o| o).await, relay)
+        (Proxy::serve(server, relay.url(), configure).await, relay)
     }
 
     /// Serves a proxy of `server`, reached at `url`.
@@ -85,6 +93,9 @@ impl Proxy {
 
     /// `INFO <section>` of the private server, as text.
     pub(crate) async fn info(&self, section: &str) -> String {
+        // Statistics count every client's calls: the tests' own only on a
+        // server of their own.
+        self.server.require_private("read its statistics");
         let redis::Value::BulkString(info) = self.admin(&["INFO", section]).await else {
             panic!("INFO is not a string");
         };
