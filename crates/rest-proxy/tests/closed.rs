@@ -330,11 +330,7 @@ async fn a_slow_body_is_408_and_the_connection_closes() {
 
 #[tokio::test]
 async fn a_runaway_script_is_killed_once_redis_lets_it_be() {
-    let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(300))).await;
-    // Redis reads SCRIPT KILL only after a script has run this long.
-    proxy
-        .admin(&["CONFIG", "SET", "busy-reply-threshold", "200"])
-        .await;
+    let proxy = proxy_for_scripts(300, 200).await;
     let (status, body) = proxy
         .post("/", json!(["EVAL", "while true do end", "0"]))
         .await;
@@ -352,6 +348,20 @@ async fn a_runaway_script_is_killed_once_redis_lets_it_be() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("Redis still busy 10 s after the script outran the timeout: {last}");
+}
+
+/// A proxy whose Redis calls time out after `timeout_ms`, on a Redis that
+/// reads commands again during a script (a `SCRIPT KILL`) only once it has
+/// run `busy_ms` (its `busy-reply-threshold`, 5,000 by default), once it
+/// has served a first call.
+async fn proxy_for_scripts(timeout_ms: u64, busy_ms: u64) -> Proxy {
+    let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(timeout_ms))).await;
+    let busy = busy_ms.to_string();
+    proxy
+        .admin(&["CONFIG", "SET", "busy-reply-threshold", &busy])
+        .await;
+    assert_eq!(proxy.ok(json!(["PING"])).await, json!("PONG"));
+    proxy
 }
 
 /// A script busy for `micros` by the server's clock, then answering `done`.
@@ -393,11 +403,7 @@ async fn a_call_timed_out_by_another_clients_script_does_not_kill_it() {
     // The call, sent 200 ms into the script, times out (150 ms) well
     // before Redis reads commands again during a script (1 s), when it
     // would read a SCRIPT KILL; the script runs on to 2.5 s.
-    let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(150))).await;
-    proxy
-        .admin(&["CONFIG", "SET", "busy-reply-threshold", "1000"])
-        .await;
-    assert_eq!(proxy.ok(json!(["PING"])).await, json!("PONG"));
+    let proxy = proxy_for_scripts(150, 1_000).await;
     // Busy for 2.5 s, then done.
     let other = another_clients(&proxy.server, busy_for(2_500_000));
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -412,8 +418,7 @@ async fn a_call_timed_out_by_another_clients_script_does_not_kill_it() {
 /// (not trying every 100 ms for 15 s).
 #[tokio::test]
 async fn a_script_that_ended_before_its_kill_is_killed_once() {
-    let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(300))).await;
-    assert_eq!(proxy.ok(json!(["PING"])).await, json!("PONG"));
+    let proxy = proxy_for_scripts(300, 5_000).await;
     // 1 s by the server's clock: past the timeout, short of Redis's
     // busy-reply threshold (5 s), so the kill waits for the script's end.
     kills_once(&proxy, json!(["EVAL", busy_for(1_000_000), "0"])).await;
@@ -440,12 +445,7 @@ async fn kills_once(proxy: &Proxy, eval: Value) {
 /// stops there (not trying every 100 ms while the script runs on).
 #[tokio::test]
 async fn a_script_that_wrote_is_not_killed_again_and_again() {
-    let proxy = Proxy::start_with(|o| o.redis_timeout(Duration::from_millis(300))).await;
-    // Redis reads SCRIPT KILL once a script has run this long.
-    proxy
-        .admin(&["CONFIG", "SET", "busy-reply-threshold", "200"])
-        .await;
-    assert_eq!(proxy.ok(json!(["PING"])).await, json!("PONG"));
+    let proxy = proxy_for_scripts(300, 200).await;
     // A write, then 1.5 s busy by the server's clock.
     let script = format!("redis.call('INCR', KEYS[1]) {}", busy_for(1_500_000));
     kills_once(&proxy, json!(["EVAL", script, "1", unique()])).await;

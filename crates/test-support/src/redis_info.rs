@@ -18,17 +18,26 @@ pub fn command_calls(info: &str) -> BTreeMap<String, u64> {
     info.lines()
         .filter_map(|line| {
             let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let count = |key: &str| {
-                stats
-                    .split(',')
-                    .find_map(|s| s.strip_prefix(key)?.strip_prefix('=')?.parse::<u64>().ok())
-            };
             Some((
                 name.to_owned(),
-                count("calls")? + count("rejected_calls").unwrap_or(0),
+                stat(stats, "calls")? + stat(stats, "rejected_calls").unwrap_or(0),
             ))
         })
         .collect()
+}
+
+/// How many times `command` (`ping`, `acl|setuser`) ran, from `INFO
+/// commandstats`: its `calls`, without those refused before running.
+/// `None` when it was never sent.
+pub fn command_runs(info: &str, command: &str) -> Option<u64> {
+    stat(field(info, &format!("cmdstat_{command}"))?, "calls")
+}
+
+/// The number `key=` holds in a commandstats line's `key=value,…` list.
+fn stat(stats: &str, key: &str) -> Option<u64> {
+    stats
+        .split(',')
+        .find_map(|s| s.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
 }
 
 /// How many replies of error `code` (`UNKILLABLE`, `NOPERM`) the server
@@ -55,6 +64,9 @@ mod tests {
         assert_eq!(calls.get("ping"), Some(&5));
         assert_eq!(calls.get("script|kill"), Some(&1));
         assert_eq!(calls.len(), 2);
+        assert_eq!(command_runs(info, "ping"), Some(3));
+        assert_eq!(command_runs(info, "script|kill"), Some(1));
+        assert_eq!(command_runs(info, "script"), None);
         let errors =
             "# Errorstats\r\nerrorstat_NOPERM:count=19\r\nerrorstat_UNKILLABLE:count=1\r\n";
         assert_eq!(error_count(errors, "UNKILLABLE"), Some(1));

@@ -96,10 +96,17 @@ impl Proxy {
         // Statistics count every client's calls: the tests' own only on a
         // server of their own.
         self.server.require_private("read its statistics");
-        let redis::Value::BulkString(info) = self.admin(&["INFO", section]).await else {
-            panic!("INFO is not a string");
-        };
-        String::from_utf8_lossy(&info).into_owned()
+        self.admin_text(&["INFO", section]).await
+    }
+
+    /// As [`admin`](Proxy::admin), for a command answering text (`INFO`,
+    /// `CLIENT LIST`).
+    pub(crate) async fn admin_text(&self, args: &[&str]) -> String {
+        match self.admin(args).await {
+            redis::Value::BulkString(text) => String::from_utf8_lossy(&text).into_owned(),
+            redis::Value::VerbatimString { text, .. } => text,
+            other => panic!("{args:?} answered {other:?}"),
+        }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
